@@ -1,0 +1,1 @@
+//! `axle bench plugins`.

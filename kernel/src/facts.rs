@@ -1,0 +1,187 @@
+//! The kernel's per-endpoint facts: what calls measured (in-flight, latency EWMA, a window
+//! of outcomes). The kernel owns them; plugins read them through `host.facts` and never
+//! keep statistics of their own (DESIGN.md, "Plugins" 1).
+//!
+//! Readers are lock-free: the table is an `ArcSwap` of cells indexed by endpoint id, and
+//! every counter is an atomic.
+
+use arc_swap::ArcSwap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::plugin::bindings::wit;
+
+/// Weight of the newest sample in the latency EWMA (1/8, as TCP's SRTT).
+const EWMA_SHIFT: u32 = 3;
+
+/// Length of the outcome window, in nanoseconds.
+pub const WINDOW_NS: u64 = 10_000_000_000;
+
+/// Monotonic nanoseconds since the kernel started: the clock plugins see.
+pub fn now_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// One endpoint's counters.
+#[derive(Debug)]
+pub struct EndpointCell {
+    in_flight: AtomicU32,
+    ewma_latency_ns: AtomicU64,
+    weight: AtomicU32,
+    joined_ns: u64,
+    window_start_ns: AtomicU64,
+    window_total: AtomicU32,
+    window_failures: AtomicU32,
+}
+
+impl EndpointCell {
+    fn new(weight: u32) -> Self {
+        let now = now_ns();
+        EndpointCell {
+            in_flight: AtomicU32::new(0),
+            ewma_latency_ns: AtomicU64::new(0),
+            weight: AtomicU32::new(weight),
+            joined_ns: now,
+            window_start_ns: AtomicU64::new(now),
+            window_total: AtomicU32::new(0),
+            window_failures: AtomicU32::new(0),
+        }
+    }
+
+    /// A request was sent.
+    pub fn started(&self) {
+        self.in_flight.fetch_add(1, Relaxed);
+    }
+
+    /// A request finished after `latency_ns`; `fault` if it was the endpoint's fault.
+    pub fn finished(&self, latency_ns: u64, fault: bool) {
+        // Saturating: a finish without a start must not wrap the counter.
+        let _ = self
+            .in_flight
+            .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
+        let _ = self.ewma_latency_ns.fetch_update(Relaxed, Relaxed, |old| {
+            Some(if old == 0 {
+                latency_ns
+            } else {
+                old - (old >> EWMA_SHIFT) + (latency_ns >> EWMA_SHIFT)
+            })
+        });
+        let now = now_ns();
+        let start = self.window_start_ns.load(Relaxed);
+        if now.saturating_sub(start) > WINDOW_NS
+            && self
+                .window_start_ns
+                .compare_exchange(start, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            self.window_total.store(0, Relaxed);
+            self.window_failures.store(0, Relaxed);
+        }
+        self.window_total.fetch_add(1, Relaxed);
+        if fault {
+            self.window_failures.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Sets the effective weight (configured × warm-up × health).
+    pub fn set_weight(&self, weight: u32) {
+        self.weight.store(weight, Relaxed);
+    }
+
+    /// A snapshot in WIT form.
+    pub fn snapshot(&self) -> wit::EndpointFacts {
+        wit::EndpointFacts {
+            in_flight: self.in_flight.load(Relaxed),
+            ewma_latency_ns: self.ewma_latency_ns.load(Relaxed),
+            weight: self.weight.load(Relaxed),
+            window_total: self.window_total.load(Relaxed),
+            window_failures: self.window_failures.load(Relaxed),
+            age_ns: now_ns().saturating_sub(self.joined_ns),
+        }
+    }
+}
+
+/// Every endpoint's cell, by id.
+#[derive(Debug, Default)]
+pub struct FactsTable {
+    cells: ArcSwap<Vec<Option<Arc<EndpointCell>>>>,
+}
+
+impl FactsTable {
+    /// An empty table.
+    pub fn new() -> Arc<Self> {
+        Arc::new(FactsTable::default())
+    }
+
+    /// The cell of endpoint `id`, created with `weight` if new.
+    pub fn register(&self, id: u32, weight: u32) -> Arc<EndpointCell> {
+        if let Some(cell) = self.get(id) {
+            return cell;
+        }
+        let cell = Arc::new(EndpointCell::new(weight));
+        self.cells.rcu(|cells| {
+            let mut next = Vec::clone(cells);
+            let slot = id as usize;
+            if next.len() <= slot {
+                next.resize(slot + 1, None);
+            }
+            if next[slot].is_none() {
+                next[slot] = Some(cell.clone());
+            }
+            next
+        });
+        self.get(id).unwrap_or(cell)
+    }
+
+    /// Forgets endpoint `id` (it left the table).
+    pub fn remove(&self, id: u32) {
+        self.cells.rcu(|cells| {
+            let mut next = Vec::clone(cells);
+            if let Some(slot) = next.get_mut(id as usize) {
+                *slot = None;
+            }
+            next
+        });
+    }
+
+    /// The cell of endpoint `id`.
+    pub fn get(&self, id: u32) -> Option<Arc<EndpointCell>> {
+        self.cells.load().get(id as usize).cloned().flatten()
+    }
+
+    /// What `host.facts(id)` answers.
+    pub fn snapshot(&self, id: u32) -> Option<wit::EndpointFacts> {
+        self.cells
+            .load()
+            .get(id as usize)
+            .and_then(|c| c.as_ref())
+            .map(|c| c.snapshot())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_in_flight_and_smooths_latency() {
+        let table = FactsTable::new();
+        let cell = table.register(3, 100);
+        cell.started();
+        cell.started();
+        assert_eq!(table.snapshot(3).unwrap().in_flight, 2);
+        cell.finished(8_000, false);
+        cell.finished(16_000, true);
+        let f = table.snapshot(3).unwrap();
+        assert_eq!(f.in_flight, 0);
+        assert_eq!(f.ewma_latency_ns, 8_000 - 1_000 + 2_000);
+        assert_eq!((f.window_total, f.window_failures), (2, 1));
+        cell.finished(1, false);
+        assert_eq!(table.snapshot(3).unwrap().in_flight, 0, "never wraps below zero");
+        assert!(table.snapshot(2).is_none());
+        table.remove(3);
+        assert!(table.snapshot(3).is_none());
+    }
+}

@@ -1,0 +1,15 @@
+//! # Axle — an RPC runtime whose strategies are WebAssembly plugins
+//!
+//! The kernel owns facts (transport, framing, stats, lifecycle); plugins own decisions
+//! (serializers, selectors, routers, health scorers, limiters), loaded as WebAssembly
+//! components by name from `plugins.toml`. See `DESIGN.md` for the map.
+//!
+//! - [`manifest`] — `plugins.toml`: plugins, limits, slot choices, validation.
+//! - [`plugin`] — the sandboxed plugin host and one file per plugin kind.
+//! - [`facts`] — the per-endpoint facts the kernel measures and plugins read.
+//! - [`bench`] — `axle bench plugins`.
+
+pub mod bench;
+pub mod facts;
+pub mod manifest;
+pub mod plugin;

@@ -1,0 +1,59 @@
+//! Every default of the manifest, in one place. `docs/manifest.md` and `plugins.toml`
+//! quote these; change them here and only here.
+
+use super::PluginKind;
+
+/// The embedded default manifest: the repository's `plugins.toml`, so the `axle` binary
+/// runs with no file beside it.
+pub const EMBEDDED_MANIFEST: &str = include_str!("../../../plugins.toml");
+
+/// The name used for the embedded manifest in messages.
+pub const EMBEDDED_MANIFEST_NAME: &str = "<embedded plugins.toml>";
+
+/// How long one plugin call may run before it is interrupted (epoch deadline), in ms.
+/// Generous next to a plugin's real cost (sub-microsecond for the shipped ones) and short
+/// next to an RPC deadline, so a looping plugin costs a call a few ms, not its budget.
+pub const CALL_TIMEOUT_MS: u64 = 10;
+
+/// Linear memory one plugin instance may grow to, in MiB. Rust and C plugins use well
+/// under 1 MiB; interpreted guests (Python, JS) need their runtime's heap on top.
+pub const MEMORY_MIB: u64 = 64;
+
+/// Longest allowed `timeout-ms` (a call that needs more is not a per-request strategy).
+pub const MAX_CALL_TIMEOUT_MS: u64 = 10_000;
+
+/// Largest allowed `memory-mib`.
+pub const MAX_MEMORY_MIB: u64 = 4096;
+
+/// Most instances one plugin may run.
+pub const MAX_INSTANCES: u32 = 256;
+
+/// How many instances of a plugin the kernel runs when the manifest does not say.
+///
+/// Stateful kinds get exactly one: their state (a round-robin cursor, a token bucket, a
+/// health verdict) must be one per kernel, not one per worker thread. Serializers are
+/// stateless, so they get one per core and never wait for each other.
+pub fn instances(kind: PluginKind) -> u32 {
+    match kind {
+        PluginKind::Serializer => std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(2),
+        _ => 1,
+    }
+}
+
+/// What a limiter's call gets when the plugin fails (trap, timeout): admit (fail-open).
+/// A broken limiter should not turn into an outage; set `on-error = "reject"` where
+/// overload is worse than a missing limit.
+pub const LIMITER_ON_ERROR_ADMITS: bool = true;
+
+/// Where compiled components are cached when `AXLE_CACHE_DIR` is not set: the user's cache
+/// directory (`~/.cache/axle` on Linux), else the system temp dir.
+pub fn cache_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("AXLE_CACHE_DIR") {
+        return dir.into();
+    }
+    dirs::cache_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("axle")
+}

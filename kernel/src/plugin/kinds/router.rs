@@ -1,0 +1,128 @@
+//! The router slot (ROUTE = FILTER). Safe default: no filtering (the candidates as given).
+
+use std::sync::Arc;
+use wasmtime::component::InstancePre;
+use wasmtime::Store;
+
+use crate::plugin::bindings::{router as b, wit};
+use crate::plugin::host_state::HostState;
+use crate::plugin::pool::Pool;
+use crate::plugin::sandbox::{Instance, Kind};
+use crate::plugin::stats::Fault;
+
+pub use b::axle::spi::routing::Request as RouteRequest;
+
+/// Marker for the router world.
+pub struct RouterKind;
+
+impl Kind for RouterKind {
+    type Pre = b::RouterPre<HostState>;
+    type Bindings = b::Router;
+
+    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+        b::RouterPre::new(pre)
+    }
+
+    fn instantiate(pre: &Self::Pre, store: &mut Store<HostState>) -> wasmtime::Result<Self::Bindings> {
+        pre.instantiate(store)
+    }
+
+    fn init(
+        bindings: &Self::Bindings,
+        store: &mut Store<HostState>,
+        config: &Vec<(String, wit::ConfigValue)>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        bindings.call_init(store, config)
+    }
+}
+
+struct Slot {
+    inst: Instance<RouterKind>,
+    table: Option<Arc<wit::EndpointTable>>,
+}
+
+impl Slot {
+    fn ensure(&mut self) -> Result<(), Fault> {
+        if self.inst.is_live() {
+            return Ok(());
+        }
+        let table = self.table.clone();
+        self.inst.ensure(|bindings, store| match &table {
+            Some(t) => bindings.call_endpoints_changed(store, t),
+            None => Ok(()),
+        })
+    }
+}
+
+/// The answer of [`RouterPlugin::route`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Routed {
+    /// The candidates left (a subset of those given).
+    pub endpoints: Vec<u32>,
+    /// `false` when the plugin failed and nothing was filtered.
+    pub by_plugin: bool,
+}
+
+/// A loaded router.
+pub struct RouterPlugin {
+    pool: Pool<Slot>,
+}
+
+impl RouterPlugin {
+    pub(crate) fn new(instances: Vec<Instance<RouterKind>>) -> Self {
+        RouterPlugin {
+            pool: Pool::new(instances.into_iter().map(|inst| Slot { inst, table: None }).collect()),
+        }
+    }
+
+    /// Pushes a new endpoint table to every instance.
+    pub fn endpoints_changed(&self, table: Arc<wit::EndpointTable>) {
+        self.pool.each(|slot| {
+            slot.table = Some(table.clone());
+            if slot.ensure().is_ok() {
+                let _ = slot
+                    .inst
+                    .call("endpoints-changed", |b, s| b.call_endpoints_changed(s, &table));
+            }
+        });
+    }
+
+    /// Narrows `candidates` for `request`.
+    pub fn route(&self, candidates: &[u32], request: &RouteRequest) -> Routed {
+        self.pool.with(|slot| {
+            let answer = match slot.ensure() {
+                Ok(()) => slot
+                    .inst
+                    .call("route", |b, s| b.call_route(s, candidates, request)),
+                Err(fault) => Err(fault),
+            };
+            match answer {
+                Ok(endpoints) => {
+                    let mut allowed = candidates.to_vec();
+                    allowed.sort_unstable();
+                    match endpoints.iter().find(|id| allowed.binary_search(id).is_err()) {
+                        None => Routed {
+                            endpoints,
+                            by_plugin: true,
+                        },
+                        Some(stray) => {
+                            slot.inst.fault(
+                                "route",
+                                &Fault::Invalid(format!("endpoint {stray} was not a candidate")),
+                            );
+                            unfiltered(candidates)
+                        }
+                    }
+                }
+                Err(_) => unfiltered(candidates),
+            }
+        })
+    }
+}
+
+fn unfiltered(candidates: &[u32]) -> Routed {
+    Routed {
+        endpoints: candidates.to_vec(),
+        by_plugin: false,
+    }
+}

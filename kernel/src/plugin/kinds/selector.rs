@@ -1,0 +1,201 @@
+//! The selector slot (BALANCE = SELECT). Safe default: a uniform random pick among the
+//! set's members, made natively.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use wasmtime::component::InstancePre;
+use wasmtime::Store;
+
+use crate::plugin::bindings::{selector as b, wit};
+use crate::plugin::host_state::HostState;
+use crate::plugin::pool::Pool;
+use crate::plugin::sandbox::{Instance, Kind};
+use crate::plugin::stats::Fault;
+
+/// Marker for the selector world.
+pub struct SelectorKind;
+
+impl Kind for SelectorKind {
+    type Pre = b::SelectorPre<HostState>;
+    type Bindings = b::Selector;
+
+    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+        b::SelectorPre::new(pre)
+    }
+
+    fn instantiate(pre: &Self::Pre, store: &mut Store<HostState>) -> wasmtime::Result<Self::Bindings> {
+        pre.instantiate(store)
+    }
+
+    fn init(
+        bindings: &Self::Bindings,
+        store: &mut Store<HostState>,
+        config: &Vec<(String, wit::ConfigValue)>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        bindings.call_init(store, config)
+    }
+}
+
+/// Outcomes are fed back in batches of this many (DESIGN.md, "Budgets on the hot path").
+pub const FEEDBACK_BATCH: usize = 64;
+
+/// A candidate set as the kernel defined it.
+struct SetMembers {
+    /// In the kernel's order, as pushed to the plugin.
+    ids: Vec<u32>,
+    /// Sorted, to check an answer in O(log n).
+    sorted: Vec<u32>,
+}
+
+/// One instance with everything pushed to it, so a replacement can be brought up to date.
+struct Slot {
+    inst: Instance<SelectorKind>,
+    table: Option<Arc<wit::EndpointTable>>,
+    sets: HashMap<u32, Arc<SetMembers>>,
+    pending: Vec<wit::Outcome>,
+}
+
+impl Slot {
+    fn ensure(&mut self) -> Result<(), Fault> {
+        if self.inst.is_live() {
+            return Ok(());
+        }
+        let table = self.table.clone();
+        let sets: Vec<_> = self.sets.iter().map(|(k, v)| (*k, v.clone())).collect();
+        self.inst.ensure(|bindings, store| {
+            if let Some(table) = &table {
+                bindings.call_endpoints_changed(&mut *store, table)?;
+            }
+            for (id, members) in &sets {
+                bindings.call_define_set(&mut *store, *id, &members.ids)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() && self.ensure().is_ok() {
+            let pending = &self.pending;
+            let _ = self
+                .inst
+                .call("feedback", |b, s| b.call_feedback(s, pending));
+        }
+        self.pending.clear();
+    }
+}
+
+/// The answer of [`SelectorPlugin::select`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// The chosen endpoint (always a member of the set).
+    pub endpoint: u32,
+    /// `false` when the kernel's random fallback chose (plugin fault or `none`).
+    pub by_plugin: bool,
+}
+
+/// A loaded selector.
+pub struct SelectorPlugin {
+    pool: Pool<Slot>,
+}
+
+impl SelectorPlugin {
+    pub(crate) fn new(instances: Vec<Instance<SelectorKind>>) -> Self {
+        SelectorPlugin {
+            pool: Pool::new(
+                instances
+                    .into_iter()
+                    .map(|inst| Slot {
+                        inst,
+                        table: None,
+                        sets: HashMap::new(),
+                        pending: Vec::with_capacity(FEEDBACK_BATCH),
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Pushes a new endpoint table to every instance; every set is forgotten.
+    pub fn endpoints_changed(&self, table: Arc<wit::EndpointTable>) {
+        self.pool.each(|slot| {
+            slot.sets.clear();
+            slot.table = Some(table.clone());
+            if slot.ensure().is_ok() {
+                // A fault here already discarded the instance; its replacement gets the
+                // table by replay.
+                let _ = slot
+                    .inst
+                    .call("endpoints-changed", |b, s| b.call_endpoints_changed(s, &table));
+            }
+        });
+    }
+
+    /// Defines (or redefines) candidate set `id` on every instance.
+    pub fn define_set(&self, id: u32, members: Vec<u32>) {
+        let mut sorted = members.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let set = Arc::new(SetMembers { ids: members, sorted });
+        self.pool.each(|slot| {
+            slot.sets.insert(id, set.clone());
+            if slot.ensure().is_ok() {
+                let _ = slot
+                    .inst
+                    .call("define-set", |b, s| b.call_define_set(s, id, &set.ids));
+            }
+        });
+    }
+
+    /// Picks a member of set `id`; `None` only if the set is unknown or empty.
+    pub fn select(&self, id: u32, hash_key: u64) -> Option<Selection> {
+        self.pool.with(|slot| {
+            let set = slot.sets.get(&id)?.clone();
+            if set.ids.is_empty() {
+                return None;
+            }
+            if slot.pending.len() >= FEEDBACK_BATCH {
+                slot.flush();
+            }
+            let answer = match slot.ensure() {
+                Ok(()) => slot.inst.call("select", |b, s| b.call_select(s, id, hash_key)),
+                Err(fault) => Err(fault),
+            };
+            match answer {
+                Ok(Some(endpoint)) if set.sorted.binary_search(&endpoint).is_ok() => Some(Selection {
+                    endpoint,
+                    by_plugin: true,
+                }),
+                Ok(Some(endpoint)) => {
+                    slot.inst.fault(
+                        "select",
+                        &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
+                    );
+                    Some(random_pick(&set.ids))
+                }
+                Ok(None) | Err(_) => Some(random_pick(&set.ids)),
+            }
+        })
+    }
+
+    /// Records a finished call; delivered to the plugin in batches.
+    pub fn feedback(&self, outcome: wit::Outcome) {
+        self.pool.with(|slot| {
+            slot.pending.push(outcome);
+            if slot.pending.len() >= FEEDBACK_BATCH {
+                slot.flush();
+            }
+        })
+    }
+
+    /// Delivers buffered outcomes now.
+    pub fn flush_feedback(&self) {
+        self.pool.each(|slot| slot.flush());
+    }
+}
+
+fn random_pick(ids: &[u32]) -> Selection {
+    Selection {
+        endpoint: ids[fastrand::usize(..ids.len())],
+        by_plugin: false,
+    }
+}

@@ -1,0 +1,92 @@
+//! The serializer slot. Safe default: none — a failed encode or decode is an error to the
+//! caller (there is no safe guess at bytes).
+
+use wasmtime::component::InstancePre;
+use wasmtime::Store;
+
+use crate::plugin::bindings::{serializer as b, wit};
+use crate::plugin::host_state::HostState;
+use crate::plugin::pool::Pool;
+use crate::plugin::sandbox::{Instance, Kind};
+use crate::plugin::stats::Fault;
+
+pub use b::axle::spi::values::{Node, Value};
+
+/// Marker for the serializer world.
+pub struct SerializerKind;
+
+impl Kind for SerializerKind {
+    type Pre = b::SerializerPre<HostState>;
+    type Bindings = b::Serializer;
+
+    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+        b::SerializerPre::new(pre)
+    }
+
+    fn instantiate(pre: &Self::Pre, store: &mut Store<HostState>) -> wasmtime::Result<Self::Bindings> {
+        pre.instantiate(store)
+    }
+
+    fn init(
+        bindings: &Self::Bindings,
+        store: &mut Store<HostState>,
+        config: &Vec<(String, wit::ConfigValue)>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        bindings.call_init(store, config)
+    }
+}
+
+/// Why a payload could not be encoded or decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SerializeError {
+    /// The plugin refused the input (its message says why).
+    #[error("{0}")]
+    Rejected(String),
+    /// The plugin failed (trap, timeout, memory).
+    #[error("serializer failed: {0}")]
+    Fault(#[from] Fault),
+}
+
+/// A loaded serializer.
+pub struct SerializerPlugin {
+    pool: Pool<Instance<SerializerKind>>,
+    content_type: String,
+}
+
+impl SerializerPlugin {
+    pub(crate) fn new(mut instances: Vec<Instance<SerializerKind>>) -> Result<Self, Fault> {
+        let content_type = instances[0].call("content-type", |b, s| b.call_content_type(s))?;
+        if content_type.is_empty() || content_type.len() > 255 {
+            return Err(Fault::Invalid(format!(
+                "content type must be 1..=255 bytes, got {content_type:?}"
+            )));
+        }
+        Ok(SerializerPlugin {
+            pool: Pool::new(instances),
+            content_type,
+        })
+    }
+
+    /// The content type the plugin declared at load.
+    pub fn content_type(&self) -> &str {
+        &self.content_type
+    }
+
+    /// Value → bytes.
+    pub fn encode(&self, value: &Value) -> Result<Vec<u8>, SerializeError> {
+        self.pool.with(|inst| {
+            inst.ensure(|_, _| Ok(()))?;
+            inst.call("encode", |b, s| b.call_encode(s, value))?
+                .map_err(SerializeError::Rejected)
+        })
+    }
+
+    /// Bytes → value.
+    pub fn decode(&self, bytes: &[u8]) -> Result<Value, SerializeError> {
+        self.pool.with(|inst| {
+            inst.ensure(|_, _| Ok(()))?;
+            inst.call("decode", |b, s| b.call_decode(s, bytes))?
+                .map_err(SerializeError::Rejected)
+        })
+    }
+}

@@ -1,0 +1,282 @@
+//! The plugin host: loads WebAssembly components named by the manifest, checks them
+//! against their kind's WIT world, and runs them sandboxed (no WASI grants, a deadline per
+//! call, a memory limit per instance), with a safe default per kind when they fail.
+//!
+//! Layout: [`engine`] (wasmtime engine + epoch ticker), [`cache`] (compiled artifacts on
+//! disk), [`sandbox`] (one instance and its fault handling), [`pool`] (how calls find an
+//! instance), [`kinds`] (one file per plugin kind), [`builtin`] (components shipped in the
+//! binary).
+
+pub mod bindings;
+pub mod builtin;
+pub mod cache;
+mod config;
+pub mod engine;
+pub mod host_state;
+pub mod kinds;
+pub mod pool;
+pub mod sandbox;
+pub mod stats;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::Linker;
+use wasmtime::Engine;
+
+use crate::facts::FactsTable;
+use crate::manifest::{ComponentSource, Manifest, PluginKind, PluginSpec};
+use cache::{ArtifactCache, Compiled};
+use host_state::HostState;
+use kinds::floor::FloorKind;
+use kinds::health_scorer::{HealthScorerKind, HealthScorerPlugin};
+use kinds::limiter::{LimiterKind, LimiterPlugin};
+use kinds::router::{RouterKind, RouterPlugin};
+use kinds::selector::{SelectorKind, SelectorPlugin};
+use kinds::serializer::{SerializerKind, SerializerPlugin};
+use sandbox::{Instance, Kind, Prepared};
+pub use stats::{Fault, PluginStats, StatsSnapshot};
+
+/// A plugin that could not be loaded: which, from where, why.
+#[derive(Debug, thiserror::Error)]
+#[error("plugin `{plugin}` ({file}): {reason}")]
+pub struct LoadError {
+    /// The manifest name of the plugin.
+    pub plugin: String,
+    /// Its component (`builtin:NAME` or a path).
+    pub file: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// What loading a plugin cost.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LoadReport {
+    /// Component size in bytes.
+    pub size_bytes: usize,
+    /// Whether the compiled artifact came from the cache.
+    pub cache_hit: bool,
+    /// Time spent compiling (or loading the cached artifact).
+    pub compile: Duration,
+    /// Time to instantiate and `init` one instance.
+    pub instantiate: Duration,
+    /// Instances running.
+    pub instances: u32,
+}
+
+/// A loaded plugin of any kind.
+pub enum Plugin {
+    Serializer(SerializerPlugin),
+    Selector(SelectorPlugin),
+    Router(RouterPlugin),
+    HealthScorer(HealthScorerPlugin),
+    Limiter(LimiterPlugin),
+}
+
+/// A loaded plugin with its name, report and counters.
+pub struct LoadedPlugin {
+    pub name: String,
+    pub kind: PluginKind,
+    pub plugin: Plugin,
+    pub report: LoadReport,
+    pub stats: Arc<PluginStats>,
+}
+
+/// The kernel's plugin host: one engine, one linker, one artifact cache, the facts the
+/// `host` imports read.
+pub struct PluginHost {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache: ArtifactCache,
+    facts: Arc<FactsTable>,
+}
+
+impl PluginHost {
+    /// A host caching artifacts in `cache_dir` (`None`: never cache).
+    pub fn new(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        let wasm = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
+        let engine = engine::new_engine().map_err(wasm)?;
+        let mut linker = Linker::new(&engine);
+        // WASI p2 with nothing granted (see `HostState::new`), for guests whose toolchain
+        // imports it; then the kernel's own `host` interface.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(wasm)?;
+        bindings::base::axle::spi::host::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(wasm)?;
+        let cache = ArtifactCache::new(&engine, cache_dir);
+        Ok(PluginHost {
+            engine,
+            linker,
+            cache,
+            facts: FactsTable::new(),
+        })
+    }
+
+    /// A host using the default cache directory.
+    pub fn with_default_cache() -> anyhow::Result<Self> {
+        PluginHost::new(Some(crate::manifest::defaults::cache_dir()))
+    }
+
+    /// The facts behind `host.facts`.
+    pub fn facts(&self) -> &Arc<FactsTable> {
+        &self.facts
+    }
+
+    /// Loads every plugin of a manifest, failing on the first that cannot load.
+    pub fn load_manifest(&self, manifest: &Manifest) -> Result<BTreeMap<String, LoadedPlugin>, LoadError> {
+        manifest
+            .plugins
+            .values()
+            .map(|spec| Ok((spec.name.clone(), self.load(spec)?)))
+            .collect()
+    }
+
+    /// Loads one plugin: bytes, compile (through the cache), check the world, instantiate
+    /// its instances and `init` each with the config.
+    pub fn load(&self, spec: &PluginSpec) -> Result<LoadedPlugin, LoadError> {
+        let fail = |reason: String| LoadError {
+            plugin: spec.name.clone(),
+            file: spec.component.to_string(),
+            reason,
+        };
+        let stats = Arc::new(PluginStats::default());
+        let (plugin, report) = match spec.kind {
+            PluginKind::Serializer => {
+                let (instances, report) = self.instances::<SerializerKind>(spec, &stats)?;
+                let plugin = SerializerPlugin::new(instances).map_err(|f| fail(f.to_string()))?;
+                (Plugin::Serializer(plugin), report)
+            }
+            PluginKind::Selector => {
+                let (instances, report) = self.instances::<SelectorKind>(spec, &stats)?;
+                (Plugin::Selector(SelectorPlugin::new(instances)), report)
+            }
+            PluginKind::Router => {
+                let (instances, report) = self.instances::<RouterKind>(spec, &stats)?;
+                (Plugin::Router(RouterPlugin::new(instances)), report)
+            }
+            PluginKind::HealthScorer => {
+                let (instances, report) = self.instances::<HealthScorerKind>(spec, &stats)?;
+                (Plugin::HealthScorer(HealthScorerPlugin::new(instances)), report)
+            }
+            PluginKind::Limiter => {
+                let (instances, report) = self.instances::<LimiterKind>(spec, &stats)?;
+                (
+                    Plugin::Limiter(LimiterPlugin::new(instances, spec.on_error_admit)),
+                    report,
+                )
+            }
+        };
+        Ok(LoadedPlugin {
+            name: spec.name.clone(),
+            kind: spec.kind,
+            plugin,
+            report,
+            stats,
+        })
+    }
+
+    /// The floor component of `axle bench plugins`, as a live instance.
+    pub(crate) fn floor(&self) -> Result<Instance<FloorKind>, LoadError> {
+        let spec = PluginSpec {
+            name: "floor".into(),
+            kind: PluginKind::Selector,
+            component: ComponentSource::Builtin("floor".into()),
+            timeout_ms: crate::manifest::defaults::CALL_TIMEOUT_MS,
+            memory_bytes: crate::manifest::defaults::MEMORY_MIB << 20,
+            instances: 1,
+            on_error_admit: true,
+            config: toml::Table::new(),
+        };
+        let stats = Arc::new(PluginStats::default());
+        let (mut instances, _) =
+            self.instances_from::<FloorKind>(&spec, builtin::floor().to_vec(), &stats)?;
+        Ok(instances.remove(0))
+    }
+
+    fn instances<K: Kind>(
+        &self,
+        spec: &PluginSpec,
+        stats: &Arc<PluginStats>,
+    ) -> Result<(Vec<Instance<K>>, LoadReport), LoadError> {
+        let bytes = match &spec.component {
+            ComponentSource::Builtin(name) => builtin::component(name)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| format!("no builtin component `{name}`")),
+            ComponentSource::File(path) => std::fs::read(path).map_err(|e| format!("cannot read the file: {e}")),
+        }
+        .map_err(|reason| LoadError {
+            plugin: spec.name.clone(),
+            file: spec.component.to_string(),
+            reason,
+        })?;
+        self.instances_from::<K>(spec, bytes, stats)
+    }
+
+    fn instances_from<K: Kind>(
+        &self,
+        spec: &PluginSpec,
+        bytes: Vec<u8>,
+        stats: &Arc<PluginStats>,
+    ) -> Result<(Vec<Instance<K>>, LoadReport), LoadError> {
+        let fail = |reason: String| LoadError {
+            plugin: spec.name.clone(),
+            file: spec.component.to_string(),
+            reason,
+        };
+        if !is_component(&bytes) {
+            return Err(fail(
+                "not a WebAssembly component (a core module or another file); build it for \
+                 wasm32-wasip2 or wrap it with `wasm-tools component new`"
+                    .into(),
+            ));
+        }
+        let loaded = self
+            .cache
+            .load(&self.engine, &bytes)
+            .map_err(|e| fail(format!("does not compile: {e:#}")))?;
+        let pre = self
+            .linker
+            .instantiate_pre(&loaded.component)
+            .map_err(|e| fail(format!("imports something the kernel does not grant: {e:#}")))?;
+        let pre = K::pre(pre).map_err(|e| {
+            fail(format!(
+                "does not implement the `{}` world (wrong world or missing export): {e:#}",
+                spec.kind
+            ))
+        })?;
+        let prepared = Arc::new(Prepared::<K> {
+            engine: self.engine.clone(),
+            spec: spec.clone(),
+            name: spec.name.as_str().into(),
+            pre,
+            config: config::flatten(&spec.config),
+            facts: self.facts.clone(),
+            stats: stats.clone(),
+        });
+        let started = Instant::now();
+        let first = prepared.instantiate().map_err(|f| fail(f.to_string()))?;
+        let instantiate = started.elapsed();
+        let mut instances = vec![Instance::new(prepared.clone(), first)];
+        for _ in 1..spec.instances {
+            let live = prepared.instantiate().map_err(|f| fail(f.to_string()))?;
+            instances.push(Instance::new(prepared.clone(), live));
+        }
+        let report = LoadReport {
+            size_bytes: bytes.len(),
+            cache_hit: loaded.how == Compiled::CacheHit,
+            compile: loaded.elapsed,
+            instantiate,
+            instances: spec.instances,
+        };
+        Ok((instances, report))
+    }
+}
+
+/// A component's preamble: `\0asm`, then version 0x0d and layer 1 (a core module has
+/// layer 0). Checked first so a core module gets a message that says what to do.
+fn is_component(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[0..4] == *b"\0asm" && bytes[6..8] == [1, 0]
+}

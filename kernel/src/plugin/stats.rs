@@ -1,0 +1,97 @@
+//! Per-plugin counters: calls, faults by cause, safe-default answers, replaced instances.
+//! Every fault is logged where it happens and counted here, so it shows in `axle plugins
+//! check`, `axle bench plugins` and later `axle stats`.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Why a plugin call did not produce a usable answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Fault {
+    /// The call ran past its deadline and was interrupted.
+    #[error("timed out after {0} ms")]
+    Timeout(u64),
+    /// The instance asked for more memory than its limit.
+    #[error("exceeded its memory limit")]
+    Memory,
+    /// The guest trapped (a panic, `unreachable`, an out-of-bounds access, ...).
+    #[error("trapped: {0}")]
+    Trap(String),
+    /// The guest answered something the kind's contract forbids.
+    #[error("invalid answer: {0}")]
+    Invalid(String),
+    /// No instance could be made (instantiation or `init` failed); retried later.
+    #[error("no live instance: {0}")]
+    Unavailable(String),
+}
+
+/// Counters of one plugin.
+#[derive(Debug, Default)]
+pub struct PluginStats {
+    calls: AtomicU64,
+    timeouts: AtomicU64,
+    memory: AtomicU64,
+    traps: AtomicU64,
+    invalid: AtomicU64,
+    unavailable: AtomicU64,
+    replaced: AtomicU64,
+}
+
+/// A copy of a plugin's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StatsSnapshot {
+    /// Calls made into the plugin.
+    pub calls: u64,
+    /// Calls interrupted at their deadline.
+    pub timeouts: u64,
+    /// Calls that hit the memory limit.
+    pub memory: u64,
+    /// Calls that trapped.
+    pub traps: u64,
+    /// Answers that broke the contract.
+    pub invalid: u64,
+    /// Calls made while no instance could be created.
+    pub unavailable: u64,
+    /// Instances discarded and made anew after a fault.
+    pub replaced: u64,
+}
+
+impl StatsSnapshot {
+    /// Calls answered by the kind's safe default instead of the plugin.
+    pub fn faults(&self) -> u64 {
+        self.timeouts + self.memory + self.traps + self.invalid + self.unavailable
+    }
+}
+
+impl PluginStats {
+    pub(crate) fn call(&self) {
+        self.calls.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn fault(&self, fault: &Fault) {
+        let counter = match fault {
+            Fault::Timeout(_) => &self.timeouts,
+            Fault::Memory => &self.memory,
+            Fault::Trap(_) => &self.traps,
+            Fault::Invalid(_) => &self.invalid,
+            Fault::Unavailable(_) => &self.unavailable,
+        };
+        counter.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn replaced(&self) {
+        self.replaced.fetch_add(1, Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            calls: self.calls.load(Relaxed),
+            timeouts: self.timeouts.load(Relaxed),
+            memory: self.memory.load(Relaxed),
+            traps: self.traps.load(Relaxed),
+            invalid: self.invalid.load(Relaxed),
+            unavailable: self.unavailable.load(Relaxed),
+            replaced: self.replaced.load(Relaxed),
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Selectors pick one endpoint among a candidate set (BALANCE = SELECT).
+
+use crate::{Config, EndpointId, EndpointTable, Outcome, SetId};
+
+/// The most set ids a selector keeps; the kernel allocates ids densely from 0.
+pub const MAX_SETS: usize = 1 << 16;
+
+/// A candidate set, as the kernel defined it, with the plugin's own per-set state.
+pub struct CandidateSet<S> {
+    /// The kernel's id for this set.
+    pub id: SetId,
+    /// The members, in the kernel's order. Never empty when `select` sees it.
+    pub members: Vec<EndpointId>,
+    /// What the plugin derived from the members in [`Selector::prepare`].
+    pub state: S,
+}
+
+/// A load-balancing strategy. Implement this and call [`crate::export_selector!`].
+pub trait Selector: Sized + 'static {
+    /// What the plugin keeps per candidate set (a cursor, prefix sums of weights, ...).
+    /// Computed when a set is defined, not per call.
+    type SetState: 'static;
+
+    /// Validates the manifest config and builds the plugin.
+    fn new(config: &Config) -> Result<Self, String>;
+
+    /// Derives the per-set state when the kernel defines a set.
+    fn prepare(&mut self, table: &EndpointTable, members: &[EndpointId]) -> Self::SetState;
+
+    /// Picks a member of `set`. `None` lets the kernel pick at random.
+    fn select(
+        &mut self,
+        set: &mut CandidateSet<Self::SetState>,
+        hash_key: u64,
+    ) -> Option<EndpointId>;
+
+    /// Finished calls, batched. Default: ignored (facts can be pulled from the host).
+    fn feedback(&mut self, _outcomes: &[Outcome]) {}
+
+    /// The table changed (sets are dropped and redefined by the kernel afterwards).
+    fn endpoints_changed(&mut self, _table: &EndpointTable) {}
+}
+
+/// Keeps the table and the candidate sets for a [`Selector`]; what a component runs, and
+/// what native tests and benches drive.
+pub struct SelectorRuntime<T: Selector> {
+    plugin: T,
+    table: EndpointTable,
+    sets: Vec<Option<CandidateSet<T::SetState>>>,
+}
+
+impl<T: Selector> SelectorRuntime<T> {
+    /// `init`: builds the plugin from its config.
+    pub fn new(config: &Config) -> Result<Self, String> {
+        Ok(SelectorRuntime {
+            plugin: T::new(config)?,
+            table: EndpointTable::default(),
+            sets: Vec::new(),
+        })
+    }
+
+    /// `endpoints-changed`: replaces the table and forgets every set.
+    pub fn endpoints_changed(&mut self, table: EndpointTable) {
+        self.sets.clear();
+        self.plugin.endpoints_changed(&table);
+        self.table = table;
+    }
+
+    /// `define-set`: (re)defines a set. Ids at or above [`MAX_SETS`] are ignored, so
+    /// `select` on them answers `None` (the kernel's random fallback).
+    pub fn define_set(&mut self, id: SetId, members: Vec<EndpointId>) {
+        let slot = id as usize;
+        if slot >= MAX_SETS {
+            return;
+        }
+        if self.sets.len() <= slot {
+            self.sets.resize_with(slot + 1, || None);
+        }
+        let state = self.plugin.prepare(&self.table, &members);
+        self.sets[slot] = Some(CandidateSet { id, members, state });
+    }
+
+    /// `select`: picks from a defined, non-empty set.
+    pub fn select(&mut self, id: SetId, hash_key: u64) -> Option<EndpointId> {
+        let set = self.sets.get_mut(id as usize)?.as_mut()?;
+        if set.members.is_empty() {
+            return None;
+        }
+        self.plugin.select(set, hash_key)
+    }
+
+    /// `feedback`.
+    pub fn feedback(&mut self, outcomes: &[Outcome]) {
+        self.plugin.feedback(outcomes)
+    }
+
+    /// The plugin itself (for assertions in tests).
+    pub fn plugin(&self) -> &T {
+        &self.plugin
+    }
+}

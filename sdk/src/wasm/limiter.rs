@@ -1,0 +1,55 @@
+use crate::kinds::limiter::{Limiter, LimiterRuntime};
+
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "axle:spi/limiter",
+        with: {
+            "axle:spi/types@0.1.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.1.0": crate::wasm::base::axle::spi::host,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__axle_export_limiter",
+        default_bindings_module: "axle_sdk::wasm::limiter::bindings",
+    });
+}
+
+use crate::wasm::base::axle::spi::types as wit;
+use bindings::axle::spi::limits;
+
+pub trait Slot {
+    type Plugin: Limiter;
+    fn with<R>(f: impl FnOnce(&mut Option<LimiterRuntime<Self::Plugin>>) -> R) -> R;
+}
+
+impl<S: Slot> bindings::Guest for S {
+    fn init(config: wit::Config) -> Result<(), String> {
+        let runtime = LimiterRuntime::new(&crate::wasm::config(config))?;
+        S::with(|slot| *slot = Some(runtime));
+        Ok(())
+    }
+
+    fn key_defined(key: u32, attributes: limits::LimitKey) {
+        let attributes = crate::LimitKey {
+            service: attributes.service,
+            method: attributes.method,
+            consumer_app: attributes.consumer_app,
+            consumer_ip: attributes.consumer_ip,
+        };
+        S::with(|slot| {
+            if let Some(rt) = slot {
+                rt.key_defined(key, attributes)
+            }
+        })
+    }
+
+    fn acquire(key: u32, permits: u32) -> limits::Admission {
+        match S::with(|slot| slot.as_mut().map(|rt| rt.acquire(key, permits))) {
+            Some(crate::Admission::Reject { retry_after_ms }) => {
+                limits::Admission::Reject(retry_after_ms)
+            }
+            _ => limits::Admission::Admit,
+        }
+    }
+}

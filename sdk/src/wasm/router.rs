@@ -1,0 +1,54 @@
+use crate::kinds::router::{Router, RouterRuntime};
+
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "axle:spi/router",
+        with: {
+            "axle:spi/types@0.1.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.1.0": crate::wasm::base::axle::spi::host,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__axle_export_router",
+        default_bindings_module: "axle_sdk::wasm::router::bindings",
+    });
+}
+
+use crate::wasm::base::axle::spi::types as wit;
+use bindings::axle::spi::routing;
+
+pub trait Slot {
+    type Plugin: Router;
+    fn with<R>(f: impl FnOnce(&mut Option<RouterRuntime<Self::Plugin>>) -> R) -> R;
+}
+
+impl<S: Slot> bindings::Guest for S {
+    fn init(config: wit::Config) -> Result<(), String> {
+        let runtime = RouterRuntime::new(&crate::wasm::config(config))?;
+        S::with(|slot| *slot = Some(runtime));
+        Ok(())
+    }
+
+    fn endpoints_changed(table: wit::EndpointTable) {
+        let table = crate::wasm::table(table);
+        S::with(|slot| {
+            if let Some(rt) = slot {
+                rt.endpoints_changed(table)
+            }
+        })
+    }
+
+    fn route(candidates: Vec<u32>, request: routing::Request) -> Vec<u32> {
+        let request = crate::RouteRequest {
+            service: request.service,
+            method: request.method,
+            tags: request.tags,
+            consumer_app: request.consumer_app,
+        };
+        S::with(|slot| match slot {
+            Some(rt) => rt.route(&candidates, &request),
+            None => candidates.clone(),
+        })
+    }
+}

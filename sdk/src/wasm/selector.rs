@@ -1,0 +1,62 @@
+use crate::kinds::selector::{Selector, SelectorRuntime};
+
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "axle:spi/selector",
+        with: {
+            "axle:spi/types@0.1.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.1.0": crate::wasm::base::axle::spi::host,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__axle_export_selector",
+        default_bindings_module: "axle_sdk::wasm::selector::bindings",
+    });
+}
+
+use crate::wasm::base::axle::spi::types as wit;
+
+/// Where the export macro keeps the plugin (one instance per component instance).
+pub trait Slot {
+    type Plugin: Selector;
+    fn with<R>(f: impl FnOnce(&mut Option<SelectorRuntime<Self::Plugin>>) -> R) -> R;
+}
+
+impl<S: Slot> bindings::Guest for S {
+    fn init(config: wit::Config) -> Result<(), String> {
+        let runtime = SelectorRuntime::new(&crate::wasm::config(config))?;
+        S::with(|slot| *slot = Some(runtime));
+        Ok(())
+    }
+
+    fn endpoints_changed(table: wit::EndpointTable) {
+        let table = crate::wasm::table(table);
+        S::with(|slot| {
+            if let Some(rt) = slot {
+                rt.endpoints_changed(table)
+            }
+        })
+    }
+
+    fn define_set(set: u32, members: Vec<u32>) {
+        S::with(|slot| {
+            if let Some(rt) = slot {
+                rt.define_set(set, members)
+            }
+        })
+    }
+
+    fn select(set: u32, hash_key: u64) -> Option<u32> {
+        S::with(|slot| slot.as_mut().and_then(|rt| rt.select(set, hash_key)))
+    }
+
+    fn feedback(outcomes: Vec<wit::Outcome>) {
+        let outcomes: Vec<_> = outcomes.iter().map(crate::wasm::outcome).collect();
+        S::with(|slot| {
+            if let Some(rt) = slot {
+                rt.feedback(&outcomes)
+            }
+        })
+    }
+}

@@ -1,0 +1,88 @@
+use crate::kinds::serializer::Serializer;
+
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "axle:spi/serializer",
+        with: {
+            "axle:spi/types@0.1.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.1.0": crate::wasm::base::axle::spi::host,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__axle_export_serializer",
+        default_bindings_module: "axle_sdk::wasm::serializer::bindings",
+    });
+}
+
+use crate::wasm::base::axle::spi::types as wit;
+use bindings::axle::spi::values;
+
+pub trait Slot {
+    type Plugin: Serializer;
+    fn with<R>(f: impl FnOnce(&mut Option<Self::Plugin>) -> R) -> R;
+}
+
+const NOT_INITIALISED: &str = "serializer used before init";
+
+impl<S: Slot> bindings::Guest for S {
+    fn init(config: wit::Config) -> Result<(), String> {
+        let plugin = S::Plugin::new(&crate::wasm::config(config))?;
+        S::with(|slot| *slot = Some(plugin));
+        Ok(())
+    }
+
+    fn content_type() -> String {
+        S::with(|slot| slot.as_ref().map(|p| p.content_type()).unwrap_or_default())
+    }
+
+    fn encode(value: values::Value) -> Result<Vec<u8>, String> {
+        let value = crate::Value {
+            nodes: value.nodes.into_iter().map(node_in).collect(),
+        };
+        S::with(|slot| match slot {
+            Some(p) => p.encode(&value),
+            None => Err(NOT_INITIALISED.to_string()),
+        })
+    }
+
+    fn decode(bytes: Vec<u8>) -> Result<values::Value, String> {
+        let value = S::with(|slot| match slot {
+            Some(p) => p.decode(&bytes),
+            None => Err(NOT_INITIALISED.to_string()),
+        })?;
+        Ok(values::Value {
+            nodes: value.nodes.into_iter().map(node_out).collect(),
+        })
+    }
+}
+
+fn node_in(n: values::Node) -> crate::Node {
+    use crate::Node as N;
+    match n {
+        values::Node::Null => N::Null,
+        values::Node::Boolean(b) => N::Boolean(b),
+        values::Node::Signed(i) => N::Signed(i),
+        values::Node::Unsigned(u) => N::Unsigned(u),
+        values::Node::Float(f) => N::Float(f),
+        values::Node::Text(s) => N::Text(s),
+        values::Node::Binary(b) => N::Binary(b),
+        values::Node::Array(n) => N::Array(n),
+        values::Node::Mapping(n) => N::Mapping(n),
+    }
+}
+
+fn node_out(n: crate::Node) -> values::Node {
+    use values::Node as N;
+    match n {
+        crate::Node::Null => N::Null,
+        crate::Node::Boolean(b) => N::Boolean(b),
+        crate::Node::Signed(i) => N::Signed(i),
+        crate::Node::Unsigned(u) => N::Unsigned(u),
+        crate::Node::Float(f) => N::Float(f),
+        crate::Node::Text(s) => N::Text(s),
+        crate::Node::Binary(b) => N::Binary(b),
+        crate::Node::Array(n) => N::Array(n),
+        crate::Node::Mapping(n) => N::Mapping(n),
+    }
+}
