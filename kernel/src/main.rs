@@ -1,1 +1,72 @@
-fn main() {}
+//! The `axle` command.
+
+mod cli;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Axle: an RPC runtime whose strategies are WebAssembly plugins.
+#[derive(Parser)]
+#[command(name = "axle", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Work with plugins.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+    /// Measure.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum PluginsCommand {
+    /// Load every plugin of the manifest, self-check it, and print what it cost.
+    Check {
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// ns per call of every plugin's hot functions, beside the floor and native twins.
+    Plugins {
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AXLE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plugins(PluginsCommand::Check { manifest }) => cli::check::run(manifest.as_deref()),
+        Command::Bench(BenchCommand::Plugins { manifest, json }) => {
+            cli::bench::plugins(manifest.as_deref(), json)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("axle: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

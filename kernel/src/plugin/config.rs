@@ -4,7 +4,7 @@
 use super::bindings::wit::ConfigValue;
 
 /// Flattens `table` in key order.
-pub fn flatten(table: &toml::Table) -> Vec<(String, ConfigValue)> {
+pub(crate) fn flatten(table: &toml::Table) -> Vec<(String, ConfigValue)> {
     let mut out = Vec::new();
     walk("", table, &mut out);
     out

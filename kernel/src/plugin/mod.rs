@@ -10,12 +10,13 @@
 pub mod bindings;
 pub mod builtin;
 pub mod cache;
-mod config;
+pub(crate) mod config;
 pub mod engine;
 pub mod host_state;
 pub mod kinds;
 pub mod pool;
 pub mod sandbox;
+pub mod selfcheck;
 pub mod stats;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,75 @@
+//! `axle plugins check`: load every plugin, self-check it, print a table. Exits non-zero
+//! if any plugin fails, and says why.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use axle::manifest::Manifest;
+use axle::plugin::{selfcheck, PluginHost};
+
+pub fn run(manifest: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let manifest = Manifest::load_or_embedded(manifest)?;
+    let host = PluginHost::with_default_cache()?;
+    println!("manifest: {}", manifest.file);
+    println!(
+        "{:<18} {:<14} {:>10} {:>22} {:>12}  status",
+        "plugin", "kind", "size", "compile", "instantiate"
+    );
+    let mut failed = 0;
+    let mut compile_total = Duration::ZERO;
+    let mut hits = 0;
+    for spec in manifest.plugins.values() {
+        match host.load(spec) {
+            Ok(loaded) => {
+                let r = &loaded.report;
+                compile_total += r.compile;
+                hits += usize::from(r.cache_hit);
+                let compile = format!(
+                    "{} {}",
+                    if r.cache_hit { "cache hit" } else { "compiled" },
+                    super::duration(r.compile)
+                );
+                let status = match selfcheck::run(&loaded) {
+                    Ok(()) => "ok".to_string(),
+                    Err(e) => {
+                        failed += 1;
+                        format!("FAILED self-check: {e}")
+                    }
+                };
+                println!(
+                    "{:<18} {:<14} {:>10} {:>22} {:>12}  {status}",
+                    spec.name,
+                    spec.kind.as_str(),
+                    super::size(r.size_bytes),
+                    compile,
+                    super::duration(r.instantiate),
+                );
+            }
+            Err(e) => {
+                failed += 1;
+                println!(
+                    "{:<18} {:<14} {:>10} {:>22} {:>12}  FAILED: {}",
+                    spec.name,
+                    spec.kind.as_str(),
+                    "-",
+                    "-",
+                    "-",
+                    e.reason
+                );
+                eprintln!("axle: {e}");
+            }
+        }
+    }
+    let total = manifest.plugins.len();
+    println!(
+        "{} of {total} plugins ok; compiling took {} in all ({hits} cache hits)",
+        total - failed,
+        super::duration(compile_total)
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
