@@ -12,8 +12,15 @@ pub const EMBEDDED_MANIFEST_NAME: &str = "<embedded plugins.toml>";
 
 /// How long one plugin call may run before it is interrupted (epoch deadline), in ms.
 /// Generous next to a plugin's real cost (sub-microsecond for the shipped ones) and short
-/// next to an RPC deadline, so a looping plugin costs a call a few ms, not its budget.
-pub const CALL_TIMEOUT_MS: u64 = 10;
+/// next to an RPC deadline, so a looping plugin costs a call milliseconds, not its budget.
+/// It is wall time: a thread descheduled mid-call on a busy machine counts too, so it is
+/// not set tighter.
+pub const CALL_TIMEOUT_MS: u64 = 20;
+
+/// How long instantiating a plugin and running its `init` may take, in ms. Separate from
+/// the call deadline: start-up runs the guest's initialisers (an interpreter's, for
+/// Python or JS) and happens off the request path.
+pub const INIT_TIMEOUT_MS: u64 = 5_000;
 
 /// Linear memory one plugin instance may grow to, in MiB. Rust and C plugins use well
 /// under 1 MiB; interpreted guests (Python, JS) need their runtime's heap on top.

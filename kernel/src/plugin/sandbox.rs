@@ -67,20 +67,24 @@ impl<K: Kind> Prepared<K> {
         );
         store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
         store.epoch_deadline_trap();
-        store.set_epoch_deadline(deadline_ticks(self.spec.timeout_ms));
+        store.set_epoch_deadline(deadline_ticks(self.init_timeout_ms()));
         store
+    }
+
+    fn init_timeout_ms(&self) -> u64 {
+        crate::manifest::defaults::INIT_TIMEOUT_MS.max(self.spec.timeout_ms)
     }
 
     /// A new instance, initialised with the plugin's config.
     pub fn instantiate(&self) -> Result<Live<K>, Fault> {
         let mut store = self.store();
-        let bindings = K::instantiate(&self.pre, &mut store)
-            .map_err(|e| classify(e, &store, self.spec.timeout_ms))?;
-        store.set_epoch_deadline(deadline_ticks(self.spec.timeout_ms));
+        let init_ms = self.init_timeout_ms();
+        let bindings =
+            K::instantiate(&self.pre, &mut store).map_err(|e| classify(e, &store, init_ms))?;
         match K::init(&bindings, &mut store, &self.config) {
             Ok(Ok(())) => Ok(Live { store, bindings }),
             Ok(Err(msg)) => Err(Fault::Unavailable(format!("init rejected its config: {msg}"))),
-            Err(e) => Err(classify(e, &store, self.spec.timeout_ms)),
+            Err(e) => Err(classify(e, &store, init_ms)),
         }
     }
 }
@@ -131,10 +135,10 @@ impl<K: Kind> Instance<K> {
             return Err(Fault::Unavailable("waiting to retry instantiation".into()));
         }
         let p = &self.prepared;
+        // Replay runs under the start-up deadline: pushing a large table is start-up work.
         let made = p.instantiate().and_then(|mut live| {
-            live.store.set_epoch_deadline(deadline_ticks(p.spec.timeout_ms));
             replay(&live.bindings, &mut live.store)
-                .map_err(|e| classify(e, &live.store, p.spec.timeout_ms))?;
+                .map_err(|e| classify(e, &live.store, p.init_timeout_ms()))?;
             Ok(live)
         });
         match made {

@@ -1,0 +1,96 @@
+//! Helpers shared by the black-box tests in `tests/`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axle::manifest::Manifest;
+use axle::plugin::bindings::wit;
+use axle::plugin::{LoadError, LoadedPlugin, Plugin, PluginHost};
+
+/// A plugin host with a private artifact cache, so tests never share or race on the
+/// user's cache.
+pub struct TestHost {
+    pub host: PluginHost,
+    pub cache: tempfile::TempDir,
+}
+
+impl TestHost {
+    pub fn new() -> Self {
+        let cache = tempfile::tempdir().expect("temp dir");
+        let host = PluginHost::new(Some(cache.path().to_path_buf())).expect("plugin host");
+        TestHost { host, cache }
+    }
+
+    /// Loads plugin `name` from a manifest given as text (relative paths resolve against
+    /// `base`).
+    pub fn load(&self, manifest: &str, name: &str) -> Result<LoadedPlugin, LoadError> {
+        let m = Manifest::parse(manifest, "test.toml", Path::new("/")).expect("valid manifest");
+        let spec = m.plugins.get(name).expect("plugin in manifest");
+        self.host.load(spec)
+    }
+}
+
+impl Default for TestHost {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A guest component built by `kernel/build.rs` (fixtures included), e.g.
+/// `axle_fixture_trap`.
+pub fn built_component(crate_name: &str) -> PathBuf {
+    let path = Path::new(axle::plugin::builtin::build_dir()).join(format!("{crate_name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: the kernel's build script builds it",
+        path.display()
+    );
+    path
+}
+
+/// The `axle` binary next to the test executable (`cargo build -p axle` first; the
+/// README's test command does).
+pub fn axle_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let bin = dir.join("axle");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --release -p axle` (scripts/test does)",
+        bin.display()
+    );
+    bin
+}
+
+/// An endpoint table with ids `0..n`, given weights and no tags.
+pub fn table(weights: &[u32]) -> Arc<wit::EndpointTable> {
+    Arc::new(wit::EndpointTable {
+        version: 1,
+        endpoints: weights
+            .iter()
+            .enumerate()
+            .map(|(i, w)| wit::Endpoint {
+                id: i as u32,
+                address: format!("127.0.0.1:{}", 30_000 + i),
+                weight: *w,
+                tags: Vec::new(),
+            })
+            .collect(),
+    })
+}
+
+/// The selector inside a loaded plugin.
+pub fn selector(p: &LoadedPlugin) -> &axle::plugin::kinds::selector::SelectorPlugin {
+    match &p.plugin {
+        Plugin::Selector(s) => s,
+        _ => panic!("{} is not a selector", p.name),
+    }
+}
+
+/// A one-plugin manifest. Unless `extra` sets `timeout-ms`, calls get a second: the
+/// default deadline is wall time, and a test machine running other tests in parallel can
+/// deschedule a thread for longer than a plugin call's default budget.
+pub fn manifest(name: &str, kind: &str, component: &str, extra: &str) -> String {
+    let timeout = if extra.contains("timeout-ms") { "" } else { "timeout-ms = 1000\n" };
+    format!("[plugins.{name}]\nkind = \"{kind}\"\ncomponent = {component:?}\n{timeout}{extra}\n")
+}

@@ -1,0 +1,242 @@
+//! Each shipped plugin's behaviour, through the real host and the real components (the
+//! same bytes the `axle` binary embeds), asserted with numbers.
+
+use axle::plugin::kinds::health_scorer::{HealthState, Verdict, WindowStats};
+use axle::plugin::kinds::limiter::{Admission, LimitKey};
+use axle::plugin::kinds::router::RouteRequest;
+use axle::plugin::kinds::serializer::{Node, Value};
+use axle::plugin::Plugin;
+use axle_host_tests::{manifest, selector, table, TestHost};
+use std::sync::Arc;
+
+#[test]
+fn round_robin_visits_candidates_in_order() {
+    let t = TestHost::new();
+    let p = t
+        .load(&manifest("rr", "selector", "builtin:round-robin", ""), "rr")
+        .unwrap();
+    let s = selector(&p);
+    s.endpoints_changed(table(&[100; 6]));
+    s.define_set(0, vec![5, 2, 4]);
+    s.define_set(1, vec![0, 1]);
+    let picks: Vec<u32> = (0..9).map(|_| s.select(0, 0).unwrap().endpoint).collect();
+    assert_eq!(picks, [5, 2, 4, 5, 2, 4, 5, 2, 4]);
+    let other: Vec<u32> = (0..4).map(|_| s.select(1, 0).unwrap().endpoint).collect();
+    assert_eq!(other, [0, 1, 0, 1], "each set keeps its own cursor");
+    assert!(s.select(7, 0).is_none(), "an undefined set has no answer");
+    assert_eq!(p.stats.snapshot().faults(), 0);
+}
+
+#[test]
+fn weighted_random_follows_weights_within_three_percent() {
+    let t = TestHost::new();
+    let p = t
+        .load(
+            &manifest("wr", "selector", "builtin:weighted-random", "[plugins.wr.config]\nseed = 42"),
+            "wr",
+        )
+        .unwrap();
+    let s = selector(&p);
+    let weights = [100u32, 200, 300, 400];
+    s.endpoints_changed(table(&weights));
+    s.define_set(0, vec![0, 1, 2, 3]);
+    let mut counts = [0u32; 4];
+    let n = 100_000;
+    for i in 0..n {
+        let sel = s.select(0, i).unwrap();
+        assert!(sel.by_plugin);
+        counts[sel.endpoint as usize] += 1;
+    }
+    for (i, w) in weights.iter().enumerate() {
+        let expected = f64::from(*w) / 1000.0;
+        let got = f64::from(counts[i]) / n as f64;
+        assert!(
+            (got - expected).abs() <= 0.03 * expected,
+            "endpoint {i}: share {got:.4}, weight share {expected:.4} ({counts:?})"
+        );
+    }
+}
+
+#[test]
+fn least_active_prefers_the_idle_endpoint() {
+    let t = TestHost::new();
+    let p = t
+        .load(&manifest("la", "selector", "builtin:least-active", ""), "la")
+        .unwrap();
+    let facts = t.host.facts();
+    for id in 0..3 {
+        facts.register(id, 100);
+    }
+    // Endpoints 0 and 2 are busy; 1 is idle.
+    for _ in 0..4 {
+        facts.get(0).unwrap().started();
+    }
+    facts.get(2).unwrap().started();
+    let s = selector(&p);
+    s.endpoints_changed(table(&[100; 3]));
+    s.define_set(0, vec![0, 1, 2]);
+    let idle = (0..1000).filter(|i| s.select(0, *i).unwrap().endpoint == 1).count();
+    assert_eq!(idle, 1000);
+    // Once 1 is the busiest, 2 (one in flight) wins.
+    for _ in 0..5 {
+        facts.get(1).unwrap().started();
+    }
+    assert_eq!(s.select(0, 0).unwrap().endpoint, 2);
+}
+
+#[test]
+fn p2c_ewma_avoids_the_slow_endpoint() {
+    let t = TestHost::new();
+    let p = t
+        .load(&manifest("p2c", "selector", "builtin:p2c-ewma", ""), "p2c")
+        .unwrap();
+    let facts = t.host.facts();
+    for id in 0..3 {
+        let cell = facts.register(id, 100);
+        cell.started();
+        cell.finished(if id == 0 { 80_000_000 } else { 1_000_000 }, false);
+    }
+    let s = selector(&p);
+    s.endpoints_changed(table(&[100; 3]));
+    s.define_set(0, vec![0, 1, 2]);
+    let slow = (0..3000).filter(|i| s.select(0, *i).unwrap().endpoint == 0).count();
+    assert_eq!(slow, 0, "endpoint 0 loses every duel it is drawn into");
+}
+
+#[test]
+fn token_bucket_admits_its_burst_then_its_rate() {
+    let t = TestHost::new();
+    // 0.5 tokens per second: the burst is all a test run can see, and the retry-after
+    // of a rejection is the time to the next token (2 s).
+    let extra = "[plugins.tb.config]\nrate = 0.5\nburst = 5\n[plugins.tb.config.service.kv]\nrate = 1000\nburst = 1";
+    let p = t.load(&manifest("tb", "limiter", "builtin:token-bucket", extra), "tb").unwrap();
+    let Plugin::Limiter(l) = &p.plugin else { panic!("not a limiter") };
+    let key = |service: &str, ip: &str| LimitKey {
+        service: service.into(),
+        method: "get".into(),
+        consumer_app: String::new(),
+        consumer_ip: ip.into(),
+    };
+    let a = l.key_id(&key("echo", "127.0.0.1"));
+    let b = l.key_id(&key("echo", "127.0.0.2"));
+    assert_ne!(a, b);
+    assert_eq!(a, l.key_id(&key("echo", "127.0.0.1")), "keys are interned");
+    let admitted = (0..50).filter(|_| l.acquire(a, 1).admission == Admission::Admit).count();
+    assert_eq!(admitted, 5, "the burst, then nothing at 0.5/s");
+    match l.acquire(a, 1).admission {
+        Admission::Reject(ms) => assert!((1_000..=2_000).contains(&ms), "retry after {ms} ms"),
+        Admission::Admit => panic!("admitted beyond the burst"),
+    }
+    let other = (0..50).filter(|_| l.acquire(b, 1).admission == Admission::Admit).count();
+    assert_eq!(other, 5, "every key has its own bucket");
+    // The per-service override: burst 1 at 1000/s, so a pause of 20 ms refills it.
+    let kv = l.key_id(&key("kv", "127.0.0.1"));
+    assert_eq!((0..10).filter(|_| l.acquire(kv, 1).admission == Admission::Admit).count(), 1);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!((0..10).filter(|_| l.acquire(kv, 1).admission == Admission::Admit).count(), 1);
+    assert_eq!(p.stats.snapshot().faults(), 0);
+}
+
+fn stats(total: u32, failures: u32, previous: HealthState) -> WindowStats {
+    WindowStats {
+        endpoint: 0,
+        window_ms: 10_000,
+        total,
+        timeouts: 0,
+        failures,
+        rejected: 0,
+        consecutive_failures: failures,
+        heartbeat_failures: 0,
+        ewma_latency_ns: 1_000_000,
+        previous,
+    }
+}
+
+#[test]
+fn availability_ignores_a_window_below_the_minimum_samples() {
+    let t = TestHost::new();
+    let p = t
+        .load(
+            &manifest("av", "health-scorer", "builtin:availability", "[plugins.av.config]\nmin-samples = 10"),
+            "av",
+        )
+        .unwrap();
+    let Plugin::HealthScorer(h) = &p.plugin else { panic!("not a scorer") };
+    let previous = Verdict { state: HealthState::Healthy, weight_permille: 1000 };
+    // 2 of 3 failed, below 10 samples: no change.
+    let v = h.score(&stats(3, 2, HealthState::Healthy), previous);
+    assert!(v.by_plugin);
+    assert_eq!(v.verdict.state, HealthState::Healthy);
+    // 40 of 100 failed: subhealthy, weight 600‰.
+    let v = h.score(&stats(100, 40, HealthState::Healthy), previous).verdict;
+    assert_eq!((v.state, v.weight_permille), (HealthState::Subhealthy, 600));
+    // 95 of 100 failed: dead.
+    assert_eq!(h.score(&stats(100, 95, HealthState::Healthy), previous).verdict.state, HealthState::Dead);
+}
+
+#[test]
+fn tag_router_keeps_requests_in_their_lane() {
+    let t = TestHost::new();
+    let p = t.load(&manifest("tag", "router", "builtin:tag", ""), "tag").unwrap();
+    let Plugin::Router(r) = &p.plugin else { panic!("not a router") };
+    let mut tb = (*table(&[100; 4])).clone();
+    tb.endpoints[0].tags = vec![("lane".into(), "canary".into())];
+    tb.endpoints[2].tags = vec![("lane".into(), "canary".into())];
+    r.endpoints_changed(Arc::new(tb));
+    let request = |lane: Option<&str>| RouteRequest {
+        service: "echo".into(),
+        method: "say".into(),
+        tags: lane.map(|l| vec![("lane".to_string(), l.to_string())]).unwrap_or_default(),
+        consumer_app: String::new(),
+    };
+    assert_eq!(r.route(&[0, 1, 2, 3], &request(Some("canary"))).endpoints, [0, 2]);
+    assert_eq!(r.route(&[1, 2, 3], &request(Some("canary"))).endpoints, [2]);
+    assert_eq!(r.route(&[0, 1, 2, 3], &request(Some("blue"))).endpoints, [1, 3], "falls back to untagged");
+    assert_eq!(r.route(&[0, 1, 2, 3], &request(None)).endpoints, [0, 1, 2, 3]);
+}
+
+fn nested() -> Value {
+    // {"user": {"id": 7, "tags": ["a", "b"], "score": 2.5, "none": null}, "ok": true}
+    Value {
+        nodes: vec![
+            Node::Mapping(2),
+            Node::Text("user".into()),
+            Node::Mapping(4),
+            Node::Text("id".into()),
+            Node::Signed(7),
+            Node::Text("tags".into()),
+            Node::Array(2),
+            Node::Text("a".into()),
+            Node::Text("b".into()),
+            Node::Text("score".into()),
+            Node::Float(2.5),
+            Node::Text("none".into()),
+            Node::Null,
+            Node::Text("ok".into()),
+            Node::Boolean(true),
+        ],
+    }
+}
+
+#[test]
+fn json_and_msgpack_round_trip_nested_values() {
+    let t = TestHost::new();
+    for (name, content_type) in [("json", "application/json"), ("msgpack", "application/msgpack")] {
+        let p = t
+            .load(&manifest(name, "serializer", &format!("builtin:{name}"), ""), name)
+            .unwrap();
+        let Plugin::Serializer(s) = &p.plugin else { panic!("not a serializer") };
+        assert_eq!(s.content_type(), content_type);
+        let bytes = s.encode(&nested()).unwrap();
+        assert_eq!(s.decode(&bytes).unwrap(), nested(), "{name}");
+        if name == "json" {
+            let text = String::from_utf8(bytes).unwrap();
+            let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(parsed["user"]["tags"][1], "b");
+        }
+        // Garbage is a clean error, not a fault.
+        let err = s.decode(&[0xc1, 0xff, 0x00]).unwrap_err();
+        assert!(matches!(err, axle::plugin::kinds::serializer::SerializeError::Rejected(_)), "{err}");
+        assert_eq!(p.stats.snapshot().faults(), 0);
+    }
+}
