@@ -1,0 +1,116 @@
+//! The `axle` binary as a user runs it: real processes, exit codes, output.
+
+use axle_host_tests::{axle_bin, built_component};
+use std::process::{Command, Output};
+
+fn axle(args: &[&str], cache: &std::path::Path) -> Output {
+    Command::new(axle_bin())
+        .args(args)
+        .env("AXLE_CACHE_DIR", cache)
+        .output()
+        .expect("run axle")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn plugins_check_loads_the_embedded_defaults_then_hits_the_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let first = axle(&["plugins", "check"], cache.path());
+    let out = text(&first.stdout);
+    assert!(first.status.success(), "{out}\n{}", text(&first.stderr));
+    assert!(out.contains("10 of 10 plugins ok"), "{out}");
+    assert_eq!(out.matches(" ok\n").count(), 10, "{out}");
+    assert!(out.contains("(0 cache hits)"), "{out}");
+
+    let second = axle(&["plugins", "check"], cache.path());
+    let out = text(&second.stdout);
+    assert!(second.status.success());
+    assert!(out.contains("(10 cache hits)"), "a restart compiles nothing: {out}");
+}
+
+#[test]
+fn plugins_check_fails_naming_the_plugin_and_the_reason() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("plugins.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "[plugins.rr]\nkind = \"selector\"\ncomponent = \"builtin:round-robin\"\n\n\
+             [plugins.oops]\nkind = \"selector\"\ncomponent = \"builtin:json\"\n\n\
+             [plugins.boom]\nkind = \"selector\"\ncomponent = {:?}\n",
+            built_component("axle_fixture_trap").to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let run = axle(&["plugins", "check", "--manifest", manifest.to_str().unwrap()], cache.path());
+    let out = text(&run.stdout);
+    assert!(!run.status.success());
+    assert!(out.contains("1 of 3 plugins ok"), "{out}");
+    assert!(out.contains("does not implement the `selector` world"), "{out}");
+    assert!(out.contains("FAILED self-check"), "the trapping fixture fails its self-check: {out}");
+    assert!(text(&run.stderr).contains("plugin `oops` (builtin:json)"));
+}
+
+#[test]
+fn a_broken_manifest_fails_with_file_key_and_reason() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"builtin:round-robin\"\ntimeout = 5\n", "plugins.rr", "unknown field `timeout`"),
+        ("[plugins.rr]\nkind = \"balancer\"\ncomponent = \"builtin:round-robin\"\n", "plugins.rr.kind", "unknown variant `balancer`"),
+        ("[slots]\nselector = \"nope\"\n", "slots.selector", "no plugin named `nope`"),
+        ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"builtin:round-robin\"\ninstances = 0\n", "plugins.rr.instances", "must be 1..="),
+        ("[plugins.rr\n", "line 1", "not valid TOML"),
+    ];
+    for (i, (body, key, reason)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("m{i}.toml"));
+        std::fs::write(&path, body).unwrap();
+        let run = axle(&["plugins", "check", "--manifest", path.to_str().unwrap()], cache.path());
+        let err = text(&run.stderr);
+        assert!(!run.status.success(), "case {i}");
+        assert!(err.contains(path.to_str().unwrap()), "names the file: {err}");
+        assert!(err.contains(key), "names the key {key}: {err}");
+        assert!(err.contains(reason), "says {reason}: {err}");
+    }
+}
+
+#[test]
+fn bench_plugins_prints_one_json_object_with_the_floor_and_native_twins() {
+    let cache = tempfile::tempdir().unwrap();
+    let run = axle(&["bench", "plugins", "--json"], cache.path());
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("one JSON object");
+    assert!(report["floor_ns"].as_f64().unwrap() > 0.0);
+    let rows = report["plugins"].as_array().unwrap();
+    let find = |name: &str, function: &str, param: &str| {
+        rows.iter()
+            .find(|r| r["name"] == name && r["function"] == function && r["param"] == param)
+            .unwrap_or_else(|| panic!("no row {name} {function} {param}"))
+    };
+    for n in ["10", "1000", "10000"] {
+        for s in ["round-robin", "random", "weighted-random", "least-active", "p2c-ewma"] {
+            let row = find(s, "select", n);
+            assert_eq!(row["kind"], "selector");
+            assert!(row["wasm_ns"].as_f64().unwrap() > 0.0);
+            assert!(row["native_ns"].as_f64().unwrap() > 0.0, "{s} has a native twin");
+        }
+        find("tag", "route", n);
+    }
+    for size in ["64B", "1KiB", "64KiB"] {
+        for s in ["json", "msgpack"] {
+            find(s, "encode", size);
+            find(s, "decode", size);
+        }
+    }
+    find("token-bucket", "acquire", "-");
+    find("availability", "score", "-");
+    for row in rows {
+        for key in ["name", "kind", "function", "param", "wasm_ns", "native_ns"] {
+            assert!(row.get(key).is_some(), "row has {key}: {row}");
+        }
+    }
+}
