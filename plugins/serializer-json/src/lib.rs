@@ -83,7 +83,8 @@ mod tests {
         let mut s = JsonSerializer::new(&Config::default()).unwrap();
         let text = br#"{"a":[1,-2,3.5,"x",null,true],"b":{"c":{"d":[]}},"big":18446744073709551615}"#;
         let value = s.decode(text).unwrap();
-        let again = s.decode(&s.encode(&value).unwrap()).unwrap();
+        let bytes = s.encode(&value).unwrap();
+        let again = s.decode(&bytes).unwrap();
         assert_eq!(value, again);
         let tree = value.to_tree().unwrap();
         let Tree::Mapping(entries) = tree else { panic!("not a map") };

@@ -98,7 +98,8 @@ mod tests {
     #[test]
     fn rejects_garbage() {
         let mut s = MsgpackSerializer::new(&Config::default()).unwrap();
-        assert!(s.decode(&[0xc1]).is_err(), "0xc1 is never used");
+        assert!(s.decode(&[0xa5, b'a']).is_err(), "a 5-byte string cut after 1");
+        assert!(s.decode(&[]).is_err(), "empty input");
         assert!(s.decode(&[0x01, 0x02]).unwrap_err().contains("trailing"));
         assert!(s.decode(&[0xdd, 0xff, 0xff, 0xff, 0xff]).is_err(), "array longer than input");
     }
