@@ -48,6 +48,45 @@ pub fn built_component(crate_name: &str) -> PathBuf {
     path
 }
 
+/// An example plugin in another language, built by `xtask` (`scripts/test` runs it) into
+/// `<target>/<lang>-plugins/<name>.wasm`.
+pub fn example_component(lang: &str, name: &str) -> PathBuf {
+    // build_dir() is <target>/wasm/wasm32-wasip2/plugin.
+    let target = Path::new(axle::plugin::builtin::build_dir())
+        .ancestors()
+        .nth(3)
+        .expect("target dir");
+    let path = target.join(format!("{lang}-plugins")).join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo run --release -p xtask -- {lang}-plugins` \
+         (scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+/// The behaviour every round-robin selector shares, whatever its language: each set
+/// keeps its own cursor and visits its members in the order the kernel gave.
+pub fn assert_round_robin(p: &LoadedPlugin) {
+    let s = selector(p);
+    s.endpoints_changed(table(&[100; 6]));
+    s.define_set(0, vec![5, 2, 4]);
+    s.define_set(1, vec![0, 1]);
+    let picks: Vec<u32> = (0..9).map(|_| s.select(0, 0).unwrap().endpoint).collect();
+    assert_eq!(picks, [5, 2, 4, 5, 2, 4, 5, 2, 4], "{}", p.name);
+    let other: Vec<u32> = (0..4).map(|_| s.select(1, 0).unwrap().endpoint).collect();
+    assert_eq!(other, [0, 1, 0, 1], "each set keeps its own cursor");
+    // Redefining a set restarts it; a new table forgets every set.
+    s.define_set(0, vec![3, 1]);
+    assert_eq!(s.select(0, 0).unwrap().endpoint, 3);
+    s.endpoints_changed(table(&[100; 6]));
+    assert!(s.select(0, 0).is_none(), "sets are gone with the old table");
+    assert!(s.select(7, 0).is_none(), "an undefined set has no answer");
+    let stats = p.stats.snapshot();
+    assert_eq!(stats.faults(), 0, "{stats:?}");
+}
+
 /// The `axle` binary next to the test executable (`cargo build -p axle` first; the
 /// README's test command does).
 pub fn axle_bin() -> PathBuf {

@@ -6,7 +6,7 @@ use axle::plugin::kinds::limiter::{Admission, LimitKey};
 use axle::plugin::kinds::router::RouteRequest;
 use axle::plugin::kinds::serializer::{Node, Value};
 use axle::plugin::Plugin;
-use axle_host_tests::{manifest, selector, table, TestHost};
+use axle_host_tests::{assert_round_robin, manifest, selector, table, TestHost};
 use std::sync::Arc;
 
 #[test]
@@ -15,16 +15,7 @@ fn round_robin_visits_candidates_in_order() {
     let p = t
         .load(&manifest("rr", "selector", "builtin:round-robin", ""), "rr")
         .unwrap();
-    let s = selector(&p);
-    s.endpoints_changed(table(&[100; 6]));
-    s.define_set(0, vec![5, 2, 4]);
-    s.define_set(1, vec![0, 1]);
-    let picks: Vec<u32> = (0..9).map(|_| s.select(0, 0).unwrap().endpoint).collect();
-    assert_eq!(picks, [5, 2, 4, 5, 2, 4, 5, 2, 4]);
-    let other: Vec<u32> = (0..4).map(|_| s.select(1, 0).unwrap().endpoint).collect();
-    assert_eq!(other, [0, 1, 0, 1], "each set keeps its own cursor");
-    assert!(s.select(7, 0).is_none(), "an undefined set has no answer");
-    assert_eq!(p.stats.snapshot().faults(), 0);
+    assert_round_robin(&p);
 }
 
 #[test]

@@ -151,6 +151,15 @@ impl FactsTable {
         self.cells.load().get(id as usize).cloned().flatten()
     }
 
+    /// What `host.in-flight(id)` answers.
+    pub fn in_flight(&self, id: u32) -> u32 {
+        self.cells
+            .load()
+            .get(id as usize)
+            .and_then(|c| c.as_ref())
+            .map_or(0, |c| c.in_flight.load(Relaxed))
+    }
+
     /// What `host.facts(id)` answers.
     pub fn snapshot(&self, id: u32) -> Option<wit::EndpointFacts> {
         self.cells

@@ -20,6 +20,12 @@ pub fn facts(id: EndpointId) -> Option<EndpointFacts> {
     imp::facts(id)
 }
 
+/// Requests in flight to an endpoint (0 if unknown): cheaper than [`facts`] when that
+/// is all a strategy needs.
+pub fn in_flight(id: EndpointId) -> u32 {
+    imp::in_flight(id)
+}
+
 /// Writes a line to the kernel's log.
 pub fn log(level: LogLevel, message: &str) {
     imp::log(level, message)
@@ -50,6 +56,10 @@ mod imp {
             window_failures: f.window_failures,
             age_ns: f.age_ns,
         })
+    }
+
+    pub fn in_flight(id: EndpointId) -> u32 {
+        host::in_flight(id)
     }
 
     pub fn log(level: LogLevel, message: &str) {

@@ -70,6 +70,10 @@ pub mod fake_host {
         HOST.with(|h| h.borrow().facts.get(&id).copied())
     }
 
+    pub fn in_flight(id: EndpointId) -> u32 {
+        facts(id).map_or(0, |f| f.in_flight)
+    }
+
     pub fn log(level: LogLevel, message: &str) {
         HOST.with(|h| h.borrow_mut().logs.push((level, message.to_string())));
     }

@@ -90,6 +90,10 @@ impl host::Host for HostState {
         self.facts.snapshot(id)
     }
 
+    fn in_flight(&mut self, id: wit::EndpointId) -> u32 {
+        self.facts.in_flight(id)
+    }
+
     fn log(&mut self, level: wit::LogLevel, message: String) {
         let plugin = &*self.plugin;
         match level {

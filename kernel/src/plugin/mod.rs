@@ -180,7 +180,7 @@ impl PluginHost {
     }
 
     /// The floor component of `axle bench plugins`, as a live instance.
-    pub(crate) fn floor(&self) -> Result<Instance<FloorKind>, LoadError> {
+    pub fn floor(&self) -> Result<Instance<FloorKind>, LoadError> {
         let spec = PluginSpec {
             name: "floor".into(),
             kind: PluginKind::Selector,

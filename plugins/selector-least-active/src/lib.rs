@@ -1,5 +1,5 @@
 //! `least-active`: the member with the fewest requests in flight, as the kernel counts them
-//! (`host::facts`); ties are broken at random so equal endpoints share the load. Reads one
+//! (`host::in_flight`); ties are broken at random so equal endpoints share the load. Reads one
 //! fact per member, so a pick is O(set size): meant for sets of tens, not thousands.
 //! Config: `seed`.
 
@@ -27,7 +27,7 @@ impl Selector for LeastActive {
         let mut best_active = u32::MAX;
         let mut ties = 0u64;
         for &id in &set.members {
-            let active = host::facts(id).map_or(0, |f| f.in_flight);
+            let active = host::in_flight(id);
             if active < best_active {
                 best_active = active;
                 best = Some(id);
