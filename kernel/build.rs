@@ -38,8 +38,18 @@ const EXTRA: &[(&str, &str)] = &[
 
 fn main() {
     let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR"));
-    let root = manifest_dir.parent().expect("kernel/ has a parent").to_path_buf();
-    for dir in ["plugins", "sdk", "wit", "host-tests/fixtures", "Cargo.lock", "Cargo.toml"] {
+    let root = manifest_dir
+        .parent()
+        .expect("kernel/ has a parent")
+        .to_path_buf();
+    for dir in [
+        "plugins",
+        "sdk",
+        "wit",
+        "host-tests/fixtures",
+        "Cargo.lock",
+        "Cargo.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
@@ -51,7 +61,11 @@ fn main() {
         .join("wasm");
     ensure_target();
 
-    let mut groups: Vec<&str> = BUILTINS.iter().map(|b| b.2).chain(EXTRA.iter().map(|e| e.1)).collect();
+    let mut groups: Vec<&str> = BUILTINS
+        .iter()
+        .map(|b| b.2)
+        .chain(EXTRA.iter().map(|e| e.1))
+        .collect();
     groups.dedup();
     groups.sort();
     groups.dedup();
@@ -105,7 +119,9 @@ fn ensure_target() {
     if installed {
         return;
     }
-    let status = Command::new("rustup").args(["target", "add", TARGET]).status();
+    let status = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status();
     if !matches!(status, Ok(s) if s.success()) {
         panic!(
             "the {TARGET} target is not installed and `rustup target add {TARGET}` failed; \
@@ -144,7 +160,9 @@ fn build(root: &Path, target_dir: &Path, crates: &[&str]) {
             cmd.env_remove(key);
         }
     }
-    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cargo: {e}"));
     if !output.status.success() {
         panic!(
             "building the guest components {crates:?} for {TARGET} failed:\n{}",

@@ -33,7 +33,9 @@ fn selectors(c: &mut Criterion, host: &PluginHost) {
     let mut group = c.benchmark_group("select");
     for name in ["round-robin", "weighted-random", "p2c-ewma"] {
         let loaded = load(host, name);
-        let Plugin::Selector(s) = &loaded.plugin else { unreachable!() };
+        let Plugin::Selector(s) = &loaded.plugin else {
+            unreachable!()
+        };
         let config = native::config(&[]);
         for n in [10u32, 10_000] {
             let table = sample_table(1, n);
@@ -65,12 +67,16 @@ fn serializers(c: &mut Criterion, host: &PluginHost) {
     let mut group = c.benchmark_group("encode");
     for name in ["json", "msgpack"] {
         let loaded = load(host, name);
-        let Plugin::Serializer(s) = &loaded.plugin else { unreachable!() };
+        let Plugin::Serializer(s) = &loaded.plugin else {
+            unreachable!()
+        };
         for (label, size) in axle::bench::PAYLOADS {
             let value = sample_value(size);
-            group.bench_with_input(BenchmarkId::new(format!("{name}/wasm"), label), &size, |b, _| {
-                b.iter(|| black_box(s.encode(&value).ok()))
-            });
+            group.bench_with_input(
+                BenchmarkId::new(format!("{name}/wasm"), label),
+                &size,
+                |b, _| b.iter(|| black_box(s.encode(&value).ok())),
+            );
         }
     }
     group.finish();
@@ -78,14 +84,18 @@ fn serializers(c: &mut Criterion, host: &PluginHost) {
 
 fn limiter(c: &mut Criterion, host: &PluginHost) {
     let loaded = load(host, "token-bucket");
-    let Plugin::Limiter(l) = &loaded.plugin else { unreachable!() };
+    let Plugin::Limiter(l) = &loaded.plugin else {
+        unreachable!()
+    };
     let key = l.key_id(&LimitKey {
         service: "bench".into(),
         method: "call".into(),
         consumer_app: String::new(),
         consumer_ip: "127.0.0.1".into(),
     });
-    c.bench_function("acquire/token-bucket/wasm", |b| b.iter(|| black_box(l.acquire(key, 1))));
+    c.bench_function("acquire/token-bucket/wasm", |b| {
+        b.iter(|| black_box(l.acquire(key, 1)))
+    });
 }
 
 fn all(c: &mut Criterion) {

@@ -56,7 +56,9 @@ pub fn example_component(lang: &str, name: &str) -> PathBuf {
         .ancestors()
         .nth(3)
         .expect("target dir");
-    let path = target.join(format!("{lang}-plugins")).join(format!("{name}.wasm"));
+    let path = target
+        .join(format!("{lang}-plugins"))
+        .join(format!("{name}.wasm"));
     assert!(
         path.exists(),
         "{} is missing: build it with `cargo run --release -p xtask -- {lang}-plugins` \
@@ -91,7 +93,10 @@ pub fn assert_round_robin(p: &LoadedPlugin) {
 /// README's test command does).
 pub fn axle_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
     let bin = dir.join("axle");
     assert!(
         bin.exists(),
@@ -130,6 +135,10 @@ pub fn selector(p: &LoadedPlugin) -> &axle::plugin::kinds::selector::SelectorPlu
 /// default deadline is wall time, and a test machine running other tests in parallel can
 /// deschedule a thread for longer than a plugin call's default budget.
 pub fn manifest(name: &str, kind: &str, component: &str, extra: &str) -> String {
-    let timeout = if extra.contains("timeout-ms") { "" } else { "timeout-ms = 1000\n" };
+    let timeout = if extra.contains("timeout-ms") {
+        ""
+    } else {
+        "timeout-ms = 1000\n"
+    };
     format!("[plugins.{name}]\nkind = \"{kind}\"\ncomponent = {component:?}\n{timeout}{extra}\n")
 }

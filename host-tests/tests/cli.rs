@@ -28,7 +28,10 @@ fn plugins_check_loads_the_embedded_defaults_then_hits_the_cache() {
     let second = axle(&["plugins", "check"], cache.path());
     let out = text(&second.stdout);
     assert!(second.status.success());
-    assert!(out.contains("(10 cache hits)"), "a restart compiles nothing: {out}");
+    assert!(
+        out.contains("(10 cache hits)"),
+        "a restart compiles nothing: {out}"
+    );
 }
 
 #[test]
@@ -46,12 +49,21 @@ fn plugins_check_fails_naming_the_plugin_and_the_reason() {
         ),
     )
     .unwrap();
-    let run = axle(&["plugins", "check", "--manifest", manifest.to_str().unwrap()], cache.path());
+    let run = axle(
+        &["plugins", "check", "--manifest", manifest.to_str().unwrap()],
+        cache.path(),
+    );
     let out = text(&run.stdout);
     assert!(!run.status.success());
     assert!(out.contains("1 of 3 plugins ok"), "{out}");
-    assert!(out.contains("does not implement the `selector` world"), "{out}");
-    assert!(out.contains("FAILED self-check"), "the trapping fixture fails its self-check: {out}");
+    assert!(
+        out.contains("does not implement the `selector` world"),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAILED self-check"),
+        "the trapping fixture fails its self-check: {out}"
+    );
     assert!(text(&run.stderr).contains("plugin `oops` (builtin:json)"));
 }
 
@@ -69,10 +81,16 @@ fn a_broken_manifest_fails_with_file_key_and_reason() {
     for (i, (body, key, reason)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("m{i}.toml"));
         std::fs::write(&path, body).unwrap();
-        let run = axle(&["plugins", "check", "--manifest", path.to_str().unwrap()], cache.path());
+        let run = axle(
+            &["plugins", "check", "--manifest", path.to_str().unwrap()],
+            cache.path(),
+        );
         let err = text(&run.stderr);
         assert!(!run.status.success(), "case {i}");
-        assert!(err.contains(path.to_str().unwrap()), "names the file: {err}");
+        assert!(
+            err.contains(path.to_str().unwrap()),
+            "names the file: {err}"
+        );
         assert!(err.contains(key), "names the key {key}: {err}");
         assert!(err.contains(reason), "says {reason}: {err}");
     }
@@ -92,11 +110,20 @@ fn bench_plugins_prints_one_json_object_with_the_floor_and_native_twins() {
             .unwrap_or_else(|| panic!("no row {name} {function} {param}"))
     };
     for n in ["10", "1000", "10000"] {
-        for s in ["round-robin", "random", "weighted-random", "least-active", "p2c-ewma"] {
+        for s in [
+            "round-robin",
+            "random",
+            "weighted-random",
+            "least-active",
+            "p2c-ewma",
+        ] {
             let row = find(s, "select", n);
             assert_eq!(row["kind"], "selector");
             assert!(row["wasm_ns"].as_f64().unwrap() > 0.0);
-            assert!(row["native_ns"].as_f64().unwrap() > 0.0, "{s} has a native twin");
+            assert!(
+                row["native_ns"].as_f64().unwrap() > 0.0,
+                "{s} has a native twin"
+            );
         }
         find("tag", "route", n);
     }

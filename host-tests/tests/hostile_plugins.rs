@@ -31,12 +31,18 @@ fn misbehave_once(krate: &str, extra: &str) -> axle::plugin::StatsSnapshot {
 
     let started = Instant::now();
     let answer = selector(&bad).select(0, 0).expect("a safe default");
-    assert!(started.elapsed() < BOUND, "bounded in time: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < BOUND,
+        "bounded in time: {:?}",
+        started.elapsed()
+    );
     assert!(!answer.by_plugin, "the kernel's random fallback answered");
     assert!(answer.endpoint < 3, "the fallback picks a member");
 
     // Isolated: the other plugin is untouched.
-    let picks: Vec<u32> = (0..3).map(|_| selector(&good).select(0, 0).unwrap().endpoint).collect();
+    let picks: Vec<u32> = (0..3)
+        .map(|_| selector(&good).select(0, 0).unwrap().endpoint)
+        .collect();
     assert_eq!(picks, [0, 1, 2]);
     assert_eq!(good.stats.snapshot().faults(), 0);
 
@@ -56,7 +62,10 @@ fn a_plugin_that_loops_forever_is_interrupted() {
 
 #[test]
 fn a_plugin_that_allocates_without_bound_hits_its_memory_limit() {
-    let s = misbehave_once("axle_fixture_unbounded_alloc", "memory-mib = 16\ntimeout-ms = 2000");
+    let s = misbehave_once(
+        "axle_fixture_unbounded_alloc",
+        "memory-mib = 16\ntimeout-ms = 2000",
+    );
     assert_eq!((s.memory, s.replaced), (1, 1), "{s:?}");
 }
 
@@ -70,7 +79,10 @@ fn a_plugin_that_traps_is_replaced() {
 fn a_non_candidate_answer_is_replaced_by_a_member() {
     let t = TestHost::new();
     let p = t
-        .load(&fixture_manifest("bad", "axle_fixture_non_candidate", ""), "bad")
+        .load(
+            &fixture_manifest("bad", "axle_fixture_non_candidate", ""),
+            "bad",
+        )
         .unwrap();
     let s = selector(&p);
     s.endpoints_changed(table(&[100; 3]));
@@ -84,7 +96,10 @@ fn a_non_candidate_answer_is_replaced_by_a_member() {
     assert!(seen.iter().all(|&n| n > 50), "uniform fallback: {seen:?}");
     let stats = p.stats.snapshot();
     assert_eq!(stats.invalid, 300);
-    assert_eq!(stats.replaced, 0, "a wrong answer does not kill a working instance");
+    assert_eq!(
+        stats.replaced, 0,
+        "a wrong answer does not kill a working instance"
+    );
 }
 
 #[test]
@@ -95,8 +110,14 @@ fn a_component_for_the_wrong_world_fails_to_load_with_a_reason() {
         .err()
         .expect("a router is not a selector");
     let msg = err.to_string();
-    assert!(msg.contains("plugin `oops`") && msg.contains("builtin:tag"), "{msg}");
-    assert!(msg.contains("does not implement the `selector` world"), "{msg}");
+    assert!(
+        msg.contains("plugin `oops`") && msg.contains("builtin:tag"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("does not implement the `selector` world"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -111,7 +132,10 @@ fn files_that_are_not_components_fail_to_load_with_a_reason() {
         let text = manifest("x", "selector", path.to_str().unwrap(), "");
         let msg = t.load(&text, "x").err().unwrap().to_string();
         assert!(msg.contains("not a WebAssembly component"), "{msg}");
-        assert!(msg.contains(path.to_str().unwrap()), "names the file: {msg}");
+        assert!(
+            msg.contains(path.to_str().unwrap()),
+            "names the file: {msg}"
+        );
     }
     let missing = manifest("x", "selector", "/nonexistent/x.wasm", "");
     let msg = t.load(&missing, "x").err().unwrap().to_string();
@@ -121,9 +145,17 @@ fn files_that_are_not_components_fail_to_load_with_a_reason() {
 #[test]
 fn a_bad_config_key_is_rejected_at_load_naming_the_key() {
     let t = TestHost::new();
-    let text = manifest("tb", "limiter", "builtin:token-bucket", "[plugins.tb.config]\nrate = 10\nburts = 5");
+    let text = manifest(
+        "tb",
+        "limiter",
+        "builtin:token-bucket",
+        "[plugins.tb.config]\nrate = 10\nburts = 5",
+    );
     let msg = t.load(&text, "tb").err().unwrap().to_string();
-    assert!(msg.contains("plugin `tb`") && msg.contains("unknown key `burts`"), "{msg}");
+    assert!(
+        msg.contains("plugin `tb`") && msg.contains("unknown key `burts`"),
+        "{msg}"
+    );
 }
 
 #[test]

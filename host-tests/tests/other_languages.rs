@@ -8,7 +8,10 @@ fn c_round_robin_behaves_like_the_rust_one() {
     let path = example_component("c", "round-robin");
     let t = TestHost::new();
     let p = t
-        .load(&manifest("rr-c", "selector", path.to_str().unwrap(), ""), "rr-c")
+        .load(
+            &manifest("rr-c", "selector", path.to_str().unwrap(), ""),
+            "rr-c",
+        )
         .unwrap();
     assert_round_robin(&p);
 }
@@ -17,8 +20,17 @@ fn c_round_robin_behaves_like_the_rust_one() {
 fn c_round_robin_rejects_unknown_config_keys_at_load() {
     let path = example_component("c", "round-robin");
     let t = TestHost::new();
-    let text = manifest("rr-c", "selector", path.to_str().unwrap(), "[plugins.rr-c.config]\nspeed = 3");
-    let msg = t.load(&text, "rr-c").err().expect("config rejected").to_string();
+    let text = manifest(
+        "rr-c",
+        "selector",
+        path.to_str().unwrap(),
+        "[plugins.rr-c.config]\nspeed = 3",
+    );
+    let msg = t
+        .load(&text, "rr-c")
+        .err()
+        .expect("config rejected")
+        .to_string();
     assert!(msg.contains("unknown key `speed`"), "{msg}");
 }
 
@@ -27,9 +39,18 @@ fn axle_plugins_check_accepts_the_c_plugin() {
     let path = example_component("c", "round-robin");
     let dir = tempfile::tempdir().unwrap();
     let manifest_path = dir.path().join("plugins.toml");
-    std::fs::write(&manifest_path, manifest("rr-c", "selector", path.to_str().unwrap(), "")).unwrap();
+    std::fs::write(
+        &manifest_path,
+        manifest("rr-c", "selector", path.to_str().unwrap(), ""),
+    )
+    .unwrap();
     let out = std::process::Command::new(axle_bin())
-        .args(["plugins", "check", "--manifest", manifest_path.to_str().unwrap()])
+        .args([
+            "plugins",
+            "check",
+            "--manifest",
+            manifest_path.to_str().unwrap(),
+        ])
         .env("AXLE_CACHE_DIR", dir.path().join("cache"))
         .output()
         .unwrap();

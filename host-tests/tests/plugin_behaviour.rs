@@ -23,7 +23,12 @@ fn weighted_random_follows_weights_within_three_percent() {
     let t = TestHost::new();
     let p = t
         .load(
-            &manifest("wr", "selector", "builtin:weighted-random", "[plugins.wr.config]\nseed = 42"),
+            &manifest(
+                "wr",
+                "selector",
+                "builtin:weighted-random",
+                "[plugins.wr.config]\nseed = 42",
+            ),
             "wr",
         )
         .unwrap();
@@ -52,7 +57,10 @@ fn weighted_random_follows_weights_within_three_percent() {
 fn least_active_prefers_the_idle_endpoint() {
     let t = TestHost::new();
     let p = t
-        .load(&manifest("la", "selector", "builtin:least-active", ""), "la")
+        .load(
+            &manifest("la", "selector", "builtin:least-active", ""),
+            "la",
+        )
         .unwrap();
     let facts = t.host.facts();
     for id in 0..3 {
@@ -66,7 +74,9 @@ fn least_active_prefers_the_idle_endpoint() {
     let s = selector(&p);
     s.endpoints_changed(table(&[100; 3]));
     s.define_set(0, vec![0, 1, 2]);
-    let idle = (0..1000).filter(|i| s.select(0, *i).unwrap().endpoint == 1).count();
+    let idle = (0..1000)
+        .filter(|i| s.select(0, *i).unwrap().endpoint == 1)
+        .count();
     assert_eq!(idle, 1000);
     // Once 1 is the busiest, 2 (one in flight) wins.
     for _ in 0..5 {
@@ -90,7 +100,9 @@ fn p2c_ewma_avoids_the_slow_endpoint() {
     let s = selector(&p);
     s.endpoints_changed(table(&[100; 3]));
     s.define_set(0, vec![0, 1, 2]);
-    let slow = (0..3000).filter(|i| s.select(0, *i).unwrap().endpoint == 0).count();
+    let slow = (0..3000)
+        .filter(|i| s.select(0, *i).unwrap().endpoint == 0)
+        .count();
     assert_eq!(slow, 0, "endpoint 0 loses every duel it is drawn into");
 }
 
@@ -100,8 +112,15 @@ fn token_bucket_admits_its_burst_then_its_rate() {
     // 0.5 tokens per second: the burst is all a test run can see, and the retry-after
     // of a rejection is the time to the next token (2 s).
     let extra = "[plugins.tb.config]\nrate = 0.5\nburst = 5\n[plugins.tb.config.service.kv]\nrate = 1000\nburst = 1";
-    let p = t.load(&manifest("tb", "limiter", "builtin:token-bucket", extra), "tb").unwrap();
-    let Plugin::Limiter(l) = &p.plugin else { panic!("not a limiter") };
+    let p = t
+        .load(
+            &manifest("tb", "limiter", "builtin:token-bucket", extra),
+            "tb",
+        )
+        .unwrap();
+    let Plugin::Limiter(l) = &p.plugin else {
+        panic!("not a limiter")
+    };
     let key = |service: &str, ip: &str| LimitKey {
         service: service.into(),
         method: "get".into(),
@@ -112,19 +131,33 @@ fn token_bucket_admits_its_burst_then_its_rate() {
     let b = l.key_id(&key("echo", "127.0.0.2"));
     assert_ne!(a, b);
     assert_eq!(a, l.key_id(&key("echo", "127.0.0.1")), "keys are interned");
-    let admitted = (0..50).filter(|_| l.acquire(a, 1).admission == Admission::Admit).count();
+    let admitted = (0..50)
+        .filter(|_| l.acquire(a, 1).admission == Admission::Admit)
+        .count();
     assert_eq!(admitted, 5, "the burst, then nothing at 0.5/s");
     match l.acquire(a, 1).admission {
         Admission::Reject(ms) => assert!((1_000..=2_000).contains(&ms), "retry after {ms} ms"),
         Admission::Admit => panic!("admitted beyond the burst"),
     }
-    let other = (0..50).filter(|_| l.acquire(b, 1).admission == Admission::Admit).count();
+    let other = (0..50)
+        .filter(|_| l.acquire(b, 1).admission == Admission::Admit)
+        .count();
     assert_eq!(other, 5, "every key has its own bucket");
     // The per-service override: burst 1 at 1000/s, so a pause of 20 ms refills it.
     let kv = l.key_id(&key("kv", "127.0.0.1"));
-    assert_eq!((0..10).filter(|_| l.acquire(kv, 1).admission == Admission::Admit).count(), 1);
+    assert_eq!(
+        (0..10)
+            .filter(|_| l.acquire(kv, 1).admission == Admission::Admit)
+            .count(),
+        1
+    );
     std::thread::sleep(std::time::Duration::from_millis(20));
-    assert_eq!((0..10).filter(|_| l.acquire(kv, 1).admission == Admission::Admit).count(), 1);
+    assert_eq!(
+        (0..10)
+            .filter(|_| l.acquire(kv, 1).admission == Admission::Admit)
+            .count(),
+        1
+    );
     assert_eq!(p.stats.snapshot().faults(), 0);
 }
 
@@ -148,28 +181,49 @@ fn availability_ignores_a_window_below_the_minimum_samples() {
     let t = TestHost::new();
     let p = t
         .load(
-            &manifest("av", "health-scorer", "builtin:availability", "[plugins.av.config]\nmin-samples = 10"),
+            &manifest(
+                "av",
+                "health-scorer",
+                "builtin:availability",
+                "[plugins.av.config]\nmin-samples = 10",
+            ),
             "av",
         )
         .unwrap();
-    let Plugin::HealthScorer(h) = &p.plugin else { panic!("not a scorer") };
-    let previous = Verdict { state: HealthState::Healthy, weight_permille: 1000 };
+    let Plugin::HealthScorer(h) = &p.plugin else {
+        panic!("not a scorer")
+    };
+    let previous = Verdict {
+        state: HealthState::Healthy,
+        weight_permille: 1000,
+    };
     // 2 of 3 failed, below 10 samples: no change.
     let v = h.score(&stats(3, 2, HealthState::Healthy), previous);
     assert!(v.by_plugin);
     assert_eq!(v.verdict.state, HealthState::Healthy);
     // 40 of 100 failed: subhealthy, weight 600‰.
-    let v = h.score(&stats(100, 40, HealthState::Healthy), previous).verdict;
+    let v = h
+        .score(&stats(100, 40, HealthState::Healthy), previous)
+        .verdict;
     assert_eq!((v.state, v.weight_permille), (HealthState::Subhealthy, 600));
     // 95 of 100 failed: dead.
-    assert_eq!(h.score(&stats(100, 95, HealthState::Healthy), previous).verdict.state, HealthState::Dead);
+    assert_eq!(
+        h.score(&stats(100, 95, HealthState::Healthy), previous)
+            .verdict
+            .state,
+        HealthState::Dead
+    );
 }
 
 #[test]
 fn tag_router_keeps_requests_in_their_lane() {
     let t = TestHost::new();
-    let p = t.load(&manifest("tag", "router", "builtin:tag", ""), "tag").unwrap();
-    let Plugin::Router(r) = &p.plugin else { panic!("not a router") };
+    let p = t
+        .load(&manifest("tag", "router", "builtin:tag", ""), "tag")
+        .unwrap();
+    let Plugin::Router(r) = &p.plugin else {
+        panic!("not a router")
+    };
     let mut tb = (*table(&[100; 4])).clone();
     tb.endpoints[0].tags = vec![("lane".into(), "canary".into())];
     tb.endpoints[2].tags = vec![("lane".into(), "canary".into())];
@@ -177,13 +231,25 @@ fn tag_router_keeps_requests_in_their_lane() {
     let request = |lane: Option<&str>| RouteRequest {
         service: "echo".into(),
         method: "say".into(),
-        tags: lane.map(|l| vec![("lane".to_string(), l.to_string())]).unwrap_or_default(),
+        tags: lane
+            .map(|l| vec![("lane".to_string(), l.to_string())])
+            .unwrap_or_default(),
         consumer_app: String::new(),
     };
-    assert_eq!(r.route(&[0, 1, 2, 3], &request(Some("canary"))).endpoints, [0, 2]);
+    assert_eq!(
+        r.route(&[0, 1, 2, 3], &request(Some("canary"))).endpoints,
+        [0, 2]
+    );
     assert_eq!(r.route(&[1, 2, 3], &request(Some("canary"))).endpoints, [2]);
-    assert_eq!(r.route(&[0, 1, 2, 3], &request(Some("blue"))).endpoints, [1, 3], "falls back to untagged");
-    assert_eq!(r.route(&[0, 1, 2, 3], &request(None)).endpoints, [0, 1, 2, 3]);
+    assert_eq!(
+        r.route(&[0, 1, 2, 3], &request(Some("blue"))).endpoints,
+        [1, 3],
+        "falls back to untagged"
+    );
+    assert_eq!(
+        r.route(&[0, 1, 2, 3], &request(None)).endpoints,
+        [0, 1, 2, 3]
+    );
 }
 
 fn nested() -> Value {
@@ -212,11 +278,19 @@ fn nested() -> Value {
 #[test]
 fn json_and_msgpack_round_trip_nested_values() {
     let t = TestHost::new();
-    for (name, content_type) in [("json", "application/json"), ("msgpack", "application/msgpack")] {
+    for (name, content_type) in [
+        ("json", "application/json"),
+        ("msgpack", "application/msgpack"),
+    ] {
         let p = t
-            .load(&manifest(name, "serializer", &format!("builtin:{name}"), ""), name)
+            .load(
+                &manifest(name, "serializer", &format!("builtin:{name}"), ""),
+                name,
+            )
             .unwrap();
-        let Plugin::Serializer(s) = &p.plugin else { panic!("not a serializer") };
+        let Plugin::Serializer(s) = &p.plugin else {
+            panic!("not a serializer")
+        };
         assert_eq!(s.content_type(), content_type);
         let bytes = s.encode(&nested()).unwrap();
         assert_eq!(s.decode(&bytes).unwrap(), nested(), "{name}");
@@ -227,7 +301,13 @@ fn json_and_msgpack_round_trip_nested_values() {
         }
         // Garbage is a clean error, not a fault.
         let err = s.decode(&[0xc1, 0xff, 0x00]).unwrap_err();
-        assert!(matches!(err, axle::plugin::kinds::serializer::SerializeError::Rejected(_)), "{err}");
+        assert!(
+            matches!(
+                err,
+                axle::plugin::kinds::serializer::SerializeError::Rejected(_)
+            ),
+            "{err}"
+        );
         assert_eq!(p.stats.snapshot().faults(), 0);
     }
 }

@@ -188,7 +188,11 @@ mod tests {
         assert_eq!(f.ewma_latency_ns, 8_000 - 1_000 + 2_000);
         assert_eq!((f.window_total, f.window_failures), (2, 1));
         cell.finished(1, false);
-        assert_eq!(table.snapshot(3).unwrap().in_flight, 0, "never wraps below zero");
+        assert_eq!(
+            table.snapshot(3).unwrap().in_flight,
+            0,
+            "never wraps below zero"
+        );
         assert!(table.snapshot(2).is_none());
         table.remove(3);
         assert!(table.snapshot(3).is_none());

@@ -57,7 +57,9 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Plugins(PluginsCommand::Check { manifest }) => cli::check::run(manifest.as_deref()),
+        Command::Plugins(PluginsCommand::Check { manifest }) => {
+            cli::check::run(manifest.as_deref())
+        }
         Command::Bench(BenchCommand::Plugins { manifest, json }) => {
             cli::bench::plugins(manifest.as_deref(), json)
         }

@@ -160,7 +160,10 @@ mod tests {
     fn getters_name_the_key_and_the_type() {
         let c = Config::from_pairs([("rate", ConfigValue::Text("fast".into()))]);
         let err = c.u64_or("rate", 1).unwrap_err();
-        assert!(err.contains("`rate`") && err.contains("a string `fast`"), "{err}");
+        assert!(
+            err.contains("`rate`") && err.contains("a string `fast`"),
+            "{err}"
+        );
         assert_eq!(c.u64_or("burst", 7), Ok(7));
     }
 

@@ -122,7 +122,10 @@ mod tests {
     #[test]
     fn round_trips_nested_values() {
         let tree = Tree::Mapping(vec![
-            (Tree::Text("a".into()), Tree::Array(vec![Tree::Signed(1), Tree::Null])),
+            (
+                Tree::Text("a".into()),
+                Tree::Array(vec![Tree::Signed(1), Tree::Null]),
+            ),
             (Tree::Signed(2), Tree::Mapping(vec![])),
         ]);
         let value = Value::from_tree(&tree);
@@ -132,11 +135,20 @@ mod tests {
 
     #[test]
     fn rejects_lying_counts_and_trailing_nodes() {
-        let short = Value { nodes: vec![Node::Array(u32::MAX)] };
+        let short = Value {
+            nodes: vec![Node::Array(u32::MAX)],
+        };
         assert!(short.to_tree().unwrap_err().contains("exceeds"));
-        let trailing = Value { nodes: vec![Node::Null, Node::Null] };
+        let trailing = Value {
+            nodes: vec![Node::Null, Node::Null],
+        };
         assert!(trailing.to_tree().unwrap_err().contains("trailing"));
-        let deep = Value { nodes: vec![Node::Array(1); 200].into_iter().chain([Node::Null]).collect() };
+        let deep = Value {
+            nodes: vec![Node::Array(1); 200]
+                .into_iter()
+                .chain([Node::Null])
+                .collect(),
+        };
         assert!(deep.to_tree().unwrap_err().contains("deeper"));
     }
 }

@@ -43,7 +43,11 @@ pub struct EndpointTable {
 impl EndpointTable {
     /// Indexes a table (done once per change, so lookups by id are O(1)).
     pub fn new(version: u64, endpoints: Vec<Endpoint>) -> Self {
-        let by_id = endpoints.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
+        let by_id = endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.id, i))
+            .collect();
         EndpointTable {
             version,
             endpoints,

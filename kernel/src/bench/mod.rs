@@ -181,13 +181,15 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                     let wasm = ns_per_call(budget, |i| {
                         black_box(p.select(0, i));
                     });
-                    let native = builtin.and_then(|b| native::selector(b, &config)).map(|mut s| {
-                        s.endpoints_changed(native::table(&table));
-                        s.define_set(0, (0..n).collect());
-                        ns_per_call(budget, |i| {
-                            black_box(s.select(0, i));
-                        })
-                    });
+                    let native = builtin
+                        .and_then(|b| native::selector(b, &config))
+                        .map(|mut s| {
+                            s.endpoints_changed(native::table(&table));
+                            s.define_set(0, (0..n).collect());
+                            ns_per_call(budget, |i| {
+                                black_box(s.select(0, i));
+                            })
+                        });
                     row("select", n.to_string(), wasm, native);
                 }
             }
@@ -200,13 +202,15 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                     let wasm = ns_per_call(budget, |_| {
                         black_box(p.route(&candidates, &request));
                     });
-                    let native = builtin.and_then(|b| native::router(b, &config)).map(|mut r| {
-                        r.endpoints_changed(native::table(&table));
-                        let req = native::route_request(&request);
-                        ns_per_call(budget, |_| {
-                            black_box(r.route(&candidates, &req));
-                        })
-                    });
+                    let native = builtin
+                        .and_then(|b| native::router(b, &config))
+                        .map(|mut r| {
+                            r.endpoints_changed(native::table(&table));
+                            let req = native::route_request(&request);
+                            ns_per_call(budget, |_| {
+                                black_box(r.route(&candidates, &req));
+                            })
+                        });
                     row("route", n.to_string(), wasm, native);
                 }
             }
@@ -249,20 +253,23 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                 let wasm = ns_per_call(budget, |_| {
                     black_box(p.score(&stats, previous));
                 });
-                let native = builtin.and_then(|b| native::health_scorer(b, &config)).map(|mut s| {
-                    let st = axle_sdk::WindowStats {
-                        total: stats.total,
-                        timeouts: stats.timeouts,
-                        failures: stats.failures,
-                        rejected: stats.rejected,
-                        ewma_latency_ns: stats.ewma_latency_ns,
-                        window_ms: stats.window_ms,
-                        ..Default::default()
-                    };
-                    ns_per_call(budget, |_| {
-                        black_box(native::score(&mut s, &st));
-                    })
-                });
+                let native =
+                    builtin
+                        .and_then(|b| native::health_scorer(b, &config))
+                        .map(|mut s| {
+                            let st = axle_sdk::WindowStats {
+                                total: stats.total,
+                                timeouts: stats.timeouts,
+                                failures: stats.failures,
+                                rejected: stats.rejected,
+                                ewma_latency_ns: stats.ewma_latency_ns,
+                                window_ms: stats.window_ms,
+                                ..Default::default()
+                            };
+                            ns_per_call(budget, |_| {
+                                black_box(native::score(&mut s, &st));
+                            })
+                        });
                 row("score", "-".into(), wasm, native);
             }
             Plugin::Limiter(p) => {
@@ -275,11 +282,13 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                 let wasm = ns_per_call(budget, |_| {
                     black_box(p.acquire(key, 1));
                 });
-                let native = builtin.and_then(|b| native::limiter(b, &config)).map(|mut l| {
-                    ns_per_call(budget, |_| {
-                        black_box(l.acquire(0, 1));
-                    })
-                });
+                let native = builtin
+                    .and_then(|b| native::limiter(b, &config))
+                    .map(|mut l| {
+                        ns_per_call(budget, |_| {
+                            black_box(l.acquire(0, 1));
+                        })
+                    });
                 row("acquire", "-".into(), wasm, native);
             }
         }

@@ -82,7 +82,10 @@ pub fn serializer(name: &str, config: &Config) -> Option<Box<dyn NativeSerialize
 }
 
 /// The native twin of builtin health scorer `name`.
-pub fn health_scorer(name: &str, config: &Config) -> Option<axle_plugin_availability::Availability> {
+pub fn health_scorer(
+    name: &str,
+    config: &Config,
+) -> Option<axle_plugin_availability::Availability> {
     match name {
         "availability" => axle_plugin_availability::Availability::new(config).ok(),
         _ => None,
@@ -95,7 +98,10 @@ pub fn score(s: &mut axle_plugin_availability::Availability, stats: &WindowStats
 }
 
 /// The native twin of builtin limiter `name`, with key 0 defined.
-pub fn limiter(name: &str, config: &Config) -> Option<LimiterRuntime<axle_plugin_token_bucket::TokenBucket>> {
+pub fn limiter(
+    name: &str,
+    config: &Config,
+) -> Option<LimiterRuntime<axle_plugin_token_bucket::TokenBucket>> {
     match name {
         "token-bucket" => {
             let mut rt = LimiterRuntime::new(config).ok()?;

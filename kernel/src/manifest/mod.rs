@@ -210,14 +210,22 @@ impl Manifest {
         let raw: RawManifest = serde_path_to_error::deserialize(toml::Value::Table(table))
             .map_err(|e| {
                 let path = e.path().to_string();
-                let key = if path == "." { "(top level)".into() } else { path };
+                let key = if path == "." {
+                    "(top level)".into()
+                } else {
+                    path
+                };
                 err(&key, e.into_inner().to_string())
             })?;
 
         let mut plugins = BTreeMap::new();
         for (name, p) in raw.plugins {
             let key = |k: &str| format!("plugins.{name}.{k}");
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
                 return Err(err(
                     &format!("plugins.{name}"),
                     "plugin names use letters, digits, '-' and '_'".into(),
@@ -245,14 +253,20 @@ impl Manifest {
             if timeout_ms == 0 || timeout_ms > defaults::MAX_CALL_TIMEOUT_MS {
                 return Err(err(
                     &key("timeout-ms"),
-                    format!("must be 1..={} (got {timeout_ms})", defaults::MAX_CALL_TIMEOUT_MS),
+                    format!(
+                        "must be 1..={} (got {timeout_ms})",
+                        defaults::MAX_CALL_TIMEOUT_MS
+                    ),
                 ));
             }
             let memory_mib = p.memory_mib.unwrap_or(defaults::MEMORY_MIB);
             if memory_mib == 0 || memory_mib > defaults::MAX_MEMORY_MIB {
                 return Err(err(
                     &key("memory-mib"),
-                    format!("must be 1..={} (got {memory_mib})", defaults::MAX_MEMORY_MIB),
+                    format!(
+                        "must be 1..={} (got {memory_mib})",
+                        defaults::MAX_MEMORY_MIB
+                    ),
                 ));
             }
             let instances = p.instances.unwrap_or_else(|| defaults::instances(p.kind));

@@ -26,7 +26,10 @@ fn defaults_are_applied_from_one_place() {
     assert_eq!(p.instances, 1, "stateful kinds run one instance");
     assert!(p.on_error_admit);
     let s = parse("[plugins.j]\nkind = \"serializer\"\ncomponent = \"builtin:json\"\n").unwrap();
-    assert_eq!(s.plugins["j"].instances, defaults::instances(PluginKind::Serializer));
+    assert_eq!(
+        s.plugins["j"].instances,
+        defaults::instances(PluginKind::Serializer)
+    );
 }
 
 #[test]
@@ -59,7 +62,10 @@ fn errors_name_file_key_and_reason() {
         assert_eq!(e.file, "test.toml");
         assert_eq!(e.key, *key, "{text}: {e}");
         assert!(e.reason.contains(reason), "{text}: {e}");
-        assert!(e.to_string().starts_with(&format!("test.toml: {key}: ")), "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("test.toml: {key}: ")),
+            "{e}"
+        );
     }
 }
 

@@ -52,7 +52,11 @@ impl ArtifactCache {
     /// Where an artifact for `bytes` lives.
     fn path_for(&self, dir: &Path, bytes: &[u8]) -> PathBuf {
         let digest = blake3::hash(bytes);
-        dir.join(format!("{}-{}.cwasm", &digest.to_hex()[..32], self.engine_key))
+        dir.join(format!(
+            "{}-{}.cwasm",
+            &digest.to_hex()[..32],
+            self.engine_key
+        ))
     }
 
     /// Compiles `bytes`, or loads the cached artifact.
@@ -72,7 +76,9 @@ impl ArtifactCache {
                             elapsed: started.elapsed(),
                         })
                     }
-                    Err(e) => tracing::warn!(path = %path.display(), "ignoring a cached artifact that does not load: {e:#}"),
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), "ignoring a cached artifact that does not load: {e:#}")
+                    }
                 }
             }
         }
@@ -94,7 +100,9 @@ impl ArtifactCache {
         std::fs::create_dir_all(dir)?;
         let path = self.path_for(dir, bytes);
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        let artifact = component.serialize().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let artifact = component
+            .serialize()
+            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
         std::fs::write(&tmp, artifact)?;
         std::fs::rename(&tmp, &path)?;
         Ok(())

@@ -127,7 +127,10 @@ impl PluginHost {
     }
 
     /// Loads every plugin of a manifest, failing on the first that cannot load.
-    pub fn load_manifest(&self, manifest: &Manifest) -> Result<BTreeMap<String, LoadedPlugin>, LoadError> {
+    pub fn load_manifest(
+        &self,
+        manifest: &Manifest,
+    ) -> Result<BTreeMap<String, LoadedPlugin>, LoadError> {
         manifest
             .plugins
             .values()
@@ -160,7 +163,10 @@ impl PluginHost {
             }
             PluginKind::HealthScorer => {
                 let (instances, report) = self.instances::<HealthScorerKind>(spec, &stats)?;
-                (Plugin::HealthScorer(HealthScorerPlugin::new(instances)), report)
+                (
+                    Plugin::HealthScorer(HealthScorerPlugin::new(instances)),
+                    report,
+                )
             }
             PluginKind::Limiter => {
                 let (instances, report) = self.instances::<LimiterKind>(spec, &stats)?;
@@ -206,7 +212,9 @@ impl PluginHost {
             ComponentSource::Builtin(name) => builtin::component(name)
                 .map(<[u8]>::to_vec)
                 .ok_or_else(|| format!("no builtin component `{name}`")),
-            ComponentSource::File(path) => std::fs::read(path).map_err(|e| format!("cannot read the file: {e}")),
+            ComponentSource::File(path) => {
+                std::fs::read(path).map_err(|e| format!("cannot read the file: {e}"))
+            }
         }
         .map_err(|reason| LoadError {
             plugin: spec.name.clone(),
@@ -241,7 +249,11 @@ impl PluginHost {
         let pre = self
             .linker
             .instantiate_pre(&loaded.component)
-            .map_err(|e| fail(format!("imports something the kernel does not grant: {e:#}")))?;
+            .map_err(|e| {
+                fail(format!(
+                    "imports something the kernel does not grant: {e:#}"
+                ))
+            })?;
         let pre = K::pre(pre).map_err(|e| {
             fail(format!(
                 "does not implement the `{}` world (wrong world or missing export): {e:#}",

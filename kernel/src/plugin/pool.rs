@@ -41,11 +41,6 @@ impl<S> Pool<S> {
         }
     }
 
-    /// How many slots.
-    pub fn len(&self) -> usize {
-        self.shards.len()
-    }
-
     /// Runs `f` on a free slot.
     pub fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
         let n = self.shards.len();

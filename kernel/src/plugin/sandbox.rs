@@ -35,7 +35,10 @@ pub trait Kind: 'static {
     /// Checks that the component implements this kind's world.
     fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre>;
     /// Instantiates.
-    fn instantiate(pre: &Self::Pre, store: &mut Store<HostState>) -> wasmtime::Result<Self::Bindings>;
+    fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<Self::Bindings>;
     /// Calls the plugin's `init` with its config (`&Vec` because that is what the
     /// generated bindings take).
     #[allow(clippy::ptr_arg)]
@@ -63,7 +66,11 @@ impl<K: Kind> Prepared<K> {
     fn store(&self) -> Store<HostState> {
         let mut store = Store::new(
             &self.engine,
-            HostState::new(self.name.clone(), self.facts.clone(), self.spec.memory_bytes),
+            HostState::new(
+                self.name.clone(),
+                self.facts.clone(),
+                self.spec.memory_bytes,
+            ),
         );
         store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
         store.epoch_deadline_trap();
@@ -83,7 +90,9 @@ impl<K: Kind> Prepared<K> {
             K::instantiate(&self.pre, &mut store).map_err(|e| classify(e, &store, init_ms))?;
         match K::init(&bindings, &mut store, &self.config) {
             Ok(Ok(())) => Ok(Live { store, bindings }),
-            Ok(Err(msg)) => Err(Fault::Unavailable(format!("init rejected its config: {msg}"))),
+            Ok(Err(msg)) => Err(Fault::Unavailable(format!(
+                "init rejected its config: {msg}"
+            ))),
             Err(e) => Err(classify(e, &store, init_ms)),
         }
     }
@@ -172,7 +181,8 @@ impl<K: Kind> Instance<K> {
             p.stats.fault(&fault);
             return Err(fault);
         };
-        live.store.set_epoch_deadline(deadline_ticks(p.spec.timeout_ms));
+        live.store
+            .set_epoch_deadline(deadline_ticks(p.spec.timeout_ms));
         match f(&live.bindings, &mut live.store) {
             Ok(r) => Ok(r),
             Err(e) => {

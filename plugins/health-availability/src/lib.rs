@@ -32,10 +32,14 @@ impl HealthScorer for Availability {
             "heartbeat-failures",
         ])?;
         let scorer = Availability {
-            min_samples: config.u64_or("min-samples", 20)?.clamp(1, u64::from(u32::MAX)) as u32,
+            min_samples: config
+                .u64_or("min-samples", 20)?
+                .clamp(1, u64::from(u32::MAX)) as u32,
             subhealthy_below: config.f64_or("subhealthy-below", 0.9)?,
             dead_below: config.f64_or("dead-below", 0.2)?,
-            heartbeat_failures: config.u64_or("heartbeat-failures", 3)?.min(u64::from(u32::MAX)) as u32,
+            heartbeat_failures: config
+                .u64_or("heartbeat-failures", 3)?
+                .min(u64::from(u32::MAX)) as u32,
         };
         if !(0.0..=1.0).contains(&scorer.subhealthy_below) {
             return Err("key `subhealthy-below`: must be between 0 and 1".to_string());
@@ -102,17 +106,31 @@ mod tests {
     #[test]
     fn grades_by_success_rate() {
         let mut s = Availability::new(&Config::default()).unwrap();
-        assert_eq!(s.score(&stats(100, 5, HealthState::Healthy)).state, HealthState::Healthy);
+        assert_eq!(
+            s.score(&stats(100, 5, HealthState::Healthy)).state,
+            HealthState::Healthy
+        );
         let v = s.score(&stats(100, 40, HealthState::Healthy));
         assert_eq!((v.state, v.weight_permille), (HealthState::Subhealthy, 600));
-        assert_eq!(s.score(&stats(100, 90, HealthState::Healthy)).state, HealthState::Dead);
-        assert_eq!(s.score(&stats(100, 0, HealthState::Dead)).state, HealthState::Healthy);
+        assert_eq!(
+            s.score(&stats(100, 90, HealthState::Healthy)).state,
+            HealthState::Dead
+        );
+        assert_eq!(
+            s.score(&stats(100, 0, HealthState::Dead)).state,
+            HealthState::Healthy
+        );
     }
 
     #[test]
     fn refusals_are_not_faults() {
         let mut s = Availability::new(&Config::default()).unwrap();
-        let v = s.score(&WindowStats { total: 100, rejected: 90, failures: 0, ..Default::default() });
+        let v = s.score(&WindowStats {
+            total: 100,
+            rejected: 90,
+            failures: 0,
+            ..Default::default()
+        });
         assert_eq!(v.state, HealthState::Healthy);
     }
 }

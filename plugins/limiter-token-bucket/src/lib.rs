@@ -65,7 +65,10 @@ impl Limiter for TokenBucket {
     }
 
     fn prepare(&mut self, attributes: &LimitKey) -> Bucket {
-        let limit = *self.per_service.get(&attributes.service).unwrap_or(&self.default);
+        let limit = *self
+            .per_service
+            .get(&attributes.service)
+            .unwrap_or(&self.default);
         Bucket {
             limit,
             tokens: limit.burst,
@@ -108,19 +111,53 @@ mod tests {
             ("service.kv.rate", ConfigValue::Int(1)),
         ]);
         let mut rt = LimiterRuntime::<TokenBucket>::new(&config).unwrap();
-        rt.key_defined(0, LimitKey { service: "echo".into(), ..Default::default() });
-        let admitted = (0..20).filter(|_| rt.acquire(0, 1) == Admission::Admit).count();
+        rt.key_defined(
+            0,
+            LimitKey {
+                service: "echo".into(),
+                ..Default::default()
+            },
+        );
+        let admitted = (0..20)
+            .filter(|_| rt.acquire(0, 1) == Admission::Admit)
+            .count();
         assert_eq!(admitted, 5, "the burst");
-        assert_eq!(rt.acquire(0, 1), Admission::Reject { retry_after_ms: 100 });
+        assert_eq!(
+            rt.acquire(0, 1),
+            Admission::Reject {
+                retry_after_ms: 100
+            }
+        );
         // One second later: 10 more (the rate), capped by the burst of 5.
         testing::advance_ns(1_000_000_000);
-        assert_eq!((0..20).filter(|_| rt.acquire(0, 1) == Admission::Admit).count(), 5);
+        assert_eq!(
+            (0..20)
+                .filter(|_| rt.acquire(0, 1) == Admission::Admit)
+                .count(),
+            5
+        );
         // 300 ms later: 3 tokens.
         testing::advance_ns(300_000_000);
-        assert_eq!((0..20).filter(|_| rt.acquire(0, 1) == Admission::Admit).count(), 3);
+        assert_eq!(
+            (0..20)
+                .filter(|_| rt.acquire(0, 1) == Admission::Admit)
+                .count(),
+            3
+        );
         // The per-service override: rate 1, burst defaults to the rate.
-        rt.key_defined(1, LimitKey { service: "kv".into(), ..Default::default() });
-        assert_eq!((0..20).filter(|_| rt.acquire(1, 1) == Admission::Admit).count(), 1);
+        rt.key_defined(
+            1,
+            LimitKey {
+                service: "kv".into(),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            (0..20)
+                .filter(|_| rt.acquire(1, 1) == Admission::Admit)
+                .count(),
+            1
+        );
     }
 
     #[test]

@@ -84,7 +84,9 @@ mod tests {
                     id: i as u32,
                     address: String::new(),
                     weight: 100,
-                    tags: lane.map(|l| vec![("lane".to_string(), l.to_string())]).unwrap_or_default(),
+                    tags: lane
+                        .map(|l| vec![("lane".to_string(), l.to_string())])
+                        .unwrap_or_default(),
                 })
                 .collect(),
         )
@@ -92,7 +94,9 @@ mod tests {
 
     fn request(lane: Option<&str>) -> RouteRequest {
         RouteRequest {
-            tags: lane.map(|l| vec![("lane".to_string(), l.to_string())]).unwrap_or_default(),
+            tags: lane
+                .map(|l| vec![("lane".to_string(), l.to_string())])
+                .unwrap_or_default(),
             ..Default::default()
         }
     }
@@ -103,9 +107,17 @@ mod tests {
         rt.endpoints_changed(table());
         let all = [0, 1, 2, 3];
         assert_eq!(rt.route(&all, &request(Some("canary"))), vec![0]);
-        assert_eq!(rt.route(&all, &request(Some("green"))), vec![1, 3], "falls back to untagged");
+        assert_eq!(
+            rt.route(&all, &request(Some("green"))),
+            vec![1, 3],
+            "falls back to untagged"
+        );
         assert_eq!(rt.route(&all, &request(None)), vec![0, 1, 2, 3]);
-        assert_eq!(rt.route(&[1, 2], &request(Some("canary"))), vec![1], "only among candidates");
+        assert_eq!(
+            rt.route(&[1, 2], &request(Some("canary"))),
+            vec![1],
+            "only among candidates"
+        );
 
         let strict = Config::from_pairs([
             ("force", ConfigValue::Flag(true)),

@@ -55,7 +55,13 @@ mod tests {
     fn prefers_the_idle_endpoint() {
         testing::reset();
         for (id, in_flight) in [(0, 5), (1, 0), (2, 3)] {
-            testing::set_facts(id, EndpointFacts { in_flight, ..Default::default() });
+            testing::set_facts(
+                id,
+                EndpointFacts {
+                    in_flight,
+                    ..Default::default()
+                },
+            );
         }
         let mut rt = SelectorRuntime::<LeastActive>::new(&Config::default()).unwrap();
         rt.endpoints_changed(testing::table(3));

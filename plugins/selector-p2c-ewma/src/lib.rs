@@ -31,7 +31,9 @@ impl Selector for P2cEwma {
         config.reject_unknown(&["seed", "default-latency-us"])?;
         Ok(P2cEwma {
             rng: Rng::from_config(config)?,
-            default_latency_ns: config.u64_or("default-latency-us", 1000)?.saturating_mul(1000),
+            default_latency_ns: config
+                .u64_or("default-latency-us", 1000)?
+                .saturating_mul(1000),
         })
     }
 
@@ -60,8 +62,14 @@ mod tests {
     #[test]
     fn avoids_the_slow_endpoint() {
         testing::reset();
-        let slow = EndpointFacts { ewma_latency_ns: 50_000_000, ..Default::default() };
-        let fast = EndpointFacts { ewma_latency_ns: 1_000_000, ..Default::default() };
+        let slow = EndpointFacts {
+            ewma_latency_ns: 50_000_000,
+            ..Default::default()
+        };
+        let fast = EndpointFacts {
+            ewma_latency_ns: 1_000_000,
+            ..Default::default()
+        };
         testing::set_facts(0, slow);
         testing::set_facts(1, fast);
         testing::set_facts(2, fast);

@@ -84,7 +84,10 @@ mod tests {
         for (i, w) in weights.iter().enumerate() {
             let expected = f64::from(*w) / 1000.0;
             let got = counts[i] / f64::from(n);
-            assert!((got - expected).abs() <= 0.03 * expected.max(0.01), "{i}: {got} vs {expected}");
+            assert!(
+                (got - expected).abs() <= 0.03 * expected.max(0.01),
+                "{i}: {got} vs {expected}"
+            );
         }
         assert_eq!(counts[3], 0.0, "a zero weight is never picked");
     }

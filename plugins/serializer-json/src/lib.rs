@@ -81,13 +81,16 @@ mod tests {
     #[test]
     fn round_trips_nested_values() {
         let mut s = JsonSerializer::new(&Config::default()).unwrap();
-        let text = br#"{"a":[1,-2,3.5,"x",null,true],"b":{"c":{"d":[]}},"big":18446744073709551615}"#;
+        let text =
+            br#"{"a":[1,-2,3.5,"x",null,true],"b":{"c":{"d":[]}},"big":18446744073709551615}"#;
         let value = s.decode(text).unwrap();
         let bytes = s.encode(&value).unwrap();
         let again = s.decode(&bytes).unwrap();
         assert_eq!(value, again);
         let tree = value.to_tree().unwrap();
-        let Tree::Mapping(entries) = tree else { panic!("not a map") };
+        let Tree::Mapping(entries) = tree else {
+            panic!("not a map")
+        };
         assert_eq!(entries.len(), 3);
         assert_eq!(entries[2].1, Tree::Unsigned(u64::MAX));
     }
@@ -95,9 +98,15 @@ mod tests {
     #[test]
     fn errors_say_what_is_wrong() {
         let mut s = JsonSerializer::new(&Config::default()).unwrap();
-        assert!(s.decode(b"{\"a\":").unwrap_err().starts_with("invalid JSON"));
+        assert!(s
+            .decode(b"{\"a\":")
+            .unwrap_err()
+            .starts_with("invalid JSON"));
         let non_text_key = Value::from_tree(&Tree::Mapping(vec![(Tree::Signed(1), Tree::Null)]));
-        assert!(s.encode(&non_text_key).unwrap_err().contains("keys must be text"));
+        assert!(s
+            .encode(&non_text_key)
+            .unwrap_err()
+            .contains("keys must be text"));
         let nan = Value::from_tree(&Tree::Float(f64::NAN));
         assert!(s.encode(&nan).is_err());
     }

@@ -17,7 +17,9 @@ fn to_mp(tree: &Tree) -> Mp {
         Tree::Text(s) => Mp::from(s.as_str()),
         Tree::Binary(b) => Mp::Binary(b.clone()),
         Tree::Array(items) => Mp::Array(items.iter().map(to_mp).collect()),
-        Tree::Mapping(entries) => Mp::Map(entries.iter().map(|(k, v)| (to_mp(k), to_mp(v))).collect()),
+        Tree::Mapping(entries) => {
+            Mp::Map(entries.iter().map(|(k, v)| (to_mp(k), to_mp(v))).collect())
+        }
     }
 }
 
@@ -60,7 +62,8 @@ impl Serializer for MsgpackSerializer {
 
     fn encode(&mut self, value: &Value) -> Result<Vec<u8>, String> {
         let mut out = Vec::new();
-        rmpv::encode::write_value(&mut out, &to_mp(&value.to_tree()?)).map_err(|e| e.to_string())?;
+        rmpv::encode::write_value(&mut out, &to_mp(&value.to_tree()?))
+            .map_err(|e| e.to_string())?;
         Ok(out)
     }
 
@@ -69,7 +72,10 @@ impl Serializer for MsgpackSerializer {
         let mp = rmpv::decode::read_value_with_max_depth(&mut input, MAX_DEPTH)
             .map_err(|e| format!("invalid MessagePack: {e}"))?;
         if !input.is_empty() {
-            return Err(format!("invalid MessagePack: {} trailing byte(s)", input.len()));
+            return Err(format!(
+                "invalid MessagePack: {} trailing byte(s)",
+                input.len()
+            ));
         }
         Ok(Value::from_tree(&from_mp(mp)?))
     }
@@ -85,10 +91,16 @@ mod tests {
     fn round_trips_nested_values() {
         let mut s = MsgpackSerializer::new(&Config::default()).unwrap();
         let tree = Tree::Mapping(vec![
-            (Tree::Text("a".into()), Tree::Array(vec![Tree::Signed(-1), Tree::Float(2.5), Tree::Null])),
+            (
+                Tree::Text("a".into()),
+                Tree::Array(vec![Tree::Signed(-1), Tree::Float(2.5), Tree::Null]),
+            ),
             (Tree::Signed(7), Tree::Binary(vec![0, 255])),
             (Tree::Text("u".into()), Tree::Unsigned(u64::MAX)),
-            (Tree::Text("m".into()), Tree::Mapping(vec![(Tree::Boolean(true), Tree::Text("yes".into()))])),
+            (
+                Tree::Text("m".into()),
+                Tree::Mapping(vec![(Tree::Boolean(true), Tree::Text("yes".into()))]),
+            ),
         ]);
         let value = Value::from_tree(&tree);
         let bytes = s.encode(&value).unwrap();
@@ -98,9 +110,15 @@ mod tests {
     #[test]
     fn rejects_garbage() {
         let mut s = MsgpackSerializer::new(&Config::default()).unwrap();
-        assert!(s.decode(&[0xa5, b'a']).is_err(), "a 5-byte string cut after 1");
+        assert!(
+            s.decode(&[0xa5, b'a']).is_err(),
+            "a 5-byte string cut after 1"
+        );
         assert!(s.decode(&[]).is_err(), "empty input");
         assert!(s.decode(&[0x01, 0x02]).unwrap_err().contains("trailing"));
-        assert!(s.decode(&[0xdd, 0xff, 0xff, 0xff, 0xff]).is_err(), "array longer than input");
+        assert!(
+            s.decode(&[0xdd, 0xff, 0xff, 0xff, 0xff]).is_err(),
+            "array longer than input"
+        );
     }
 }

@@ -65,13 +65,13 @@ pub fn outcome(o: &wit::Outcome) -> sdk::Outcome {
     }
 }
 
-#[cfg(feature = "serializer")]
-pub mod serializer;
-#[cfg(feature = "selector")]
-pub mod selector;
-#[cfg(feature = "router")]
-pub mod router;
 #[cfg(feature = "health-scorer")]
 pub mod health_scorer;
 #[cfg(feature = "limiter")]
 pub mod limiter;
+#[cfg(feature = "router")]
+pub mod router;
+#[cfg(feature = "selector")]
+pub mod selector;
+#[cfg(feature = "serializer")]
+pub mod serializer;

@@ -22,7 +22,10 @@ impl Kind for HealthScorerKind {
         b::HealthScorerPre::new(pre)
     }
 
-    fn instantiate(pre: &Self::Pre, store: &mut Store<HostState>) -> wasmtime::Result<Self::Bindings> {
+    fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<Self::Bindings> {
         pre.instantiate(store)
     }
 

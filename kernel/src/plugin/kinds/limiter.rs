@@ -25,7 +25,10 @@ impl Kind for LimiterKind {
         b::LimiterPre::new(pre)
     }
 
-    fn instantiate(pre: &Self::Pre, store: &mut Store<HostState>) -> wasmtime::Result<Self::Bindings> {
+    fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<Self::Bindings> {
         pre.instantiate(store)
     }
 
@@ -68,7 +71,15 @@ pub struct Admitted {
 impl LimiterPlugin {
     pub(crate) fn new(instances: Vec<Instance<LimiterKind>>, on_error_admit: bool) -> Self {
         LimiterPlugin {
-            pool: Pool::new(instances.into_iter().map(|inst| Slot { inst, known: Vec::new() }).collect()),
+            pool: Pool::new(
+                instances
+                    .into_iter()
+                    .map(|inst| Slot {
+                        inst,
+                        known: Vec::new(),
+                    })
+                    .collect(),
+            ),
             on_error_admit,
             ids: RwLock::new(HashMap::new()),
             keys: RwLock::new(Vec::new()),
@@ -91,9 +102,10 @@ impl LimiterPlugin {
     /// Asks to admit `permits` under `key` (interned by [`LimiterPlugin::key_id`]).
     pub fn acquire(&self, key: u32, permits: u32) -> Admitted {
         self.pool.with(|slot| {
-            let answer = self
-                .catch_up(slot)
-                .and_then(|()| slot.inst.call("acquire", |b, s| b.call_acquire(s, key, permits)));
+            let answer = self.catch_up(slot).and_then(|()| {
+                slot.inst
+                    .call("acquire", |b, s| b.call_acquire(s, key, permits))
+            });
             match answer {
                 Ok(admission) => Admitted {
                     admission,

@@ -23,7 +23,10 @@ impl Kind for RouterKind {
         b::RouterPre::new(pre)
     }
 
-    fn instantiate(pre: &Self::Pre, store: &mut Store<HostState>) -> wasmtime::Result<Self::Bindings> {
+    fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<Self::Bindings> {
         pre.instantiate(store)
     }
 
@@ -71,7 +74,12 @@ pub struct RouterPlugin {
 impl RouterPlugin {
     pub(crate) fn new(instances: Vec<Instance<RouterKind>>) -> Self {
         RouterPlugin {
-            pool: Pool::new(instances.into_iter().map(|inst| Slot { inst, table: None }).collect()),
+            pool: Pool::new(
+                instances
+                    .into_iter()
+                    .map(|inst| Slot { inst, table: None })
+                    .collect(),
+            ),
         }
     }
 
@@ -80,9 +88,9 @@ impl RouterPlugin {
         self.pool.each(|slot| {
             slot.table = Some(table.clone());
             if slot.ensure().is_ok() {
-                let _ = slot
-                    .inst
-                    .call("endpoints-changed", |b, s| b.call_endpoints_changed(s, &table));
+                let _ = slot.inst.call("endpoints-changed", |b, s| {
+                    b.call_endpoints_changed(s, &table)
+                });
             }
         });
     }
@@ -100,7 +108,10 @@ impl RouterPlugin {
                 Ok(endpoints) => {
                     let mut allowed = candidates.to_vec();
                     allowed.sort_unstable();
-                    match endpoints.iter().find(|id| allowed.binary_search(id).is_err()) {
+                    match endpoints
+                        .iter()
+                        .find(|id| allowed.binary_search(id).is_err())
+                    {
                         None => Routed {
                             endpoints,
                             by_plugin: true,

@@ -23,7 +23,10 @@ impl Kind for SelectorKind {
         b::SelectorPre::new(pre)
     }
 
-    fn instantiate(pre: &Self::Pre, store: &mut Store<HostState>) -> wasmtime::Result<Self::Bindings> {
+    fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<Self::Bindings> {
         pre.instantiate(store)
     }
 
@@ -123,9 +126,9 @@ impl SelectorPlugin {
             if slot.ensure().is_ok() {
                 // A fault here already discarded the instance; its replacement gets the
                 // table by replay.
-                let _ = slot
-                    .inst
-                    .call("endpoints-changed", |b, s| b.call_endpoints_changed(s, &table));
+                let _ = slot.inst.call("endpoints-changed", |b, s| {
+                    b.call_endpoints_changed(s, &table)
+                });
             }
         });
     }
@@ -135,7 +138,10 @@ impl SelectorPlugin {
         let mut sorted = members.clone();
         sorted.sort_unstable();
         sorted.dedup();
-        let set = Arc::new(SetMembers { ids: members, sorted });
+        let set = Arc::new(SetMembers {
+            ids: members,
+            sorted,
+        });
         self.pool.each(|slot| {
             slot.sets.insert(id, set.clone());
             if slot.ensure().is_ok() {
@@ -157,14 +163,18 @@ impl SelectorPlugin {
                 slot.flush();
             }
             let answer = match slot.ensure() {
-                Ok(()) => slot.inst.call("select", |b, s| b.call_select(s, id, hash_key)),
+                Ok(()) => slot
+                    .inst
+                    .call("select", |b, s| b.call_select(s, id, hash_key)),
                 Err(fault) => Err(fault),
             };
             match answer {
-                Ok(Some(endpoint)) if set.sorted.binary_search(&endpoint).is_ok() => Some(Selection {
-                    endpoint,
-                    by_plugin: true,
-                }),
+                Ok(Some(endpoint)) if set.sorted.binary_search(&endpoint).is_ok() => {
+                    Some(Selection {
+                        endpoint,
+                        by_plugin: true,
+                    })
+                }
                 Ok(Some(endpoint)) => {
                     slot.inst.fault(
                         "select",

@@ -23,7 +23,10 @@ impl Kind for SerializerKind {
         b::SerializerPre::new(pre)
     }
 
-    fn instantiate(pre: &Self::Pre, store: &mut Store<HostState>) -> wasmtime::Result<Self::Bindings> {
+    fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<Self::Bindings> {
         pre.instantiate(store)
     }
 
