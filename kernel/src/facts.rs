@@ -34,6 +34,8 @@ pub struct EndpointCell {
     window_start_ns: AtomicU64,
     window_total: AtomicU32,
     window_failures: AtomicU32,
+    total_calls: AtomicU64,
+    total_faults: AtomicU64,
 }
 
 impl EndpointCell {
@@ -47,7 +49,14 @@ impl EndpointCell {
             window_start_ns: AtomicU64::new(now),
             window_total: AtomicU32::new(0),
             window_failures: AtomicU32::new(0),
+            total_calls: AtomicU64::new(0),
+            total_faults: AtomicU64::new(0),
         }
+    }
+
+    /// Calls finished and endpoint faults among them, since the endpoint appeared.
+    pub fn totals(&self) -> (u64, u64) {
+        (self.total_calls.load(Relaxed), self.total_faults.load(Relaxed))
     }
 
     /// A request was sent.
@@ -80,8 +89,10 @@ impl EndpointCell {
             self.window_failures.store(0, Relaxed);
         }
         self.window_total.fetch_add(1, Relaxed);
+        self.total_calls.fetch_add(1, Relaxed);
         if fault {
             self.window_failures.fetch_add(1, Relaxed);
+            self.total_faults.fetch_add(1, Relaxed);
         }
     }
 
@@ -103,16 +114,28 @@ impl EndpointCell {
     }
 }
 
-/// Every endpoint's cell, by id.
+/// Every endpoint's cell, by id. Ids are per process (per plugin host): the same address
+/// is the same endpoint, with the same facts, for every client in it.
 #[derive(Debug, Default)]
 pub struct FactsTable {
     cells: ArcSwap<Vec<Option<Arc<EndpointCell>>>>,
+    ids: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
 
 impl FactsTable {
     /// An empty table.
     pub fn new() -> Arc<Self> {
         Arc::new(FactsTable::default())
+    }
+
+    /// The id and cell of the endpoint at `address`, allocated on first sight.
+    pub fn allocate(&self, address: &str, weight: u32) -> (u32, Arc<EndpointCell>) {
+        let id = {
+            let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+            let next = ids.len() as u32;
+            *ids.entry(address.to_string()).or_insert(next)
+        };
+        (id, self.register(id, weight))
     }
 
     /// The cell of endpoint `id`, created with `weight` if new.

@@ -10,6 +10,12 @@
 //! - [`bench`] — `axle bench plugins`.
 
 pub mod bench;
+pub mod client;
 pub mod facts;
 pub mod manifest;
+pub mod payload;
 pub mod plugin;
+pub mod server;
+pub mod services;
+pub mod transport;
+pub mod wire;

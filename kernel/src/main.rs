@@ -16,6 +16,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Three providers and a consumer on loopback, load for a few seconds, a report.
+    Demo(cli::demo::Args),
+    /// Host the built-in services (echo, flaky, kv).
+    Serve(cli::serve::Args),
+    /// One call through the full client pipeline; prints the JSON answer.
+    Call(cli::call::Args),
     /// Work with plugins.
     #[command(subcommand)]
     Plugins(PluginsCommand),
@@ -47,6 +53,10 @@ enum BenchCommand {
     },
 }
 
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -57,6 +67,9 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(args) => runtime().and_then(|rt| rt.block_on(cli::demo::run(args))),
+        Command::Serve(args) => runtime().and_then(|rt| rt.block_on(cli::serve::run(args))),
+        Command::Call(args) => runtime().and_then(|rt| rt.block_on(cli::call::run(args))),
         Command::Plugins(PluginsCommand::Check { manifest }) => {
             cli::check::run(manifest.as_deref())
         }

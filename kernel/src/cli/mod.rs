@@ -1,7 +1,10 @@
 //! The subcommands' own output (the only place that prints to stdout).
 
 pub mod bench;
+pub mod call;
 pub mod check;
+pub mod demo;
+pub mod serve;
 
 /// `1.2 ms`, `850 µs`, `42 ns`.
 pub fn duration(d: std::time::Duration) -> String {

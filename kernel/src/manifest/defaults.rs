@@ -64,3 +64,31 @@ pub fn cache_dir() -> std::path::PathBuf {
         .unwrap_or_else(std::env::temp_dir)
         .join("axle")
 }
+
+/// Ping a connection that has been silent this long.
+pub const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A connection that answers nothing this long after a ping is dead.
+pub const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// First wait before re-dialling an endpoint that refused a connection; doubles per
+/// failure up to [`RECONNECT_BACKOFF_MAX`].
+pub const RECONNECT_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Longest wait between dials of an unreachable endpoint.
+pub const RECONNECT_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Time allowed to establish a TCP connection.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A call's whole budget when neither the call nor the manifest says (Dubbo's default).
+pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// Frames queued for a connection's writer before callers wait.
+pub const WRITE_QUEUE: usize = 1024;
+
+/// An endpoint's weight when discovery does not say (Dubbo's default).
+pub const ENDPOINT_WEIGHT: u32 = 100;
+
+/// Where `axle serve` listens when `--listen` is not given.
+pub const LISTEN: &str = "127.0.0.1:7300";

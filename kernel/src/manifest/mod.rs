@@ -102,9 +102,43 @@ pub struct Slots {
     pub limiter: Option<String>,
 }
 
+/// One provider endpoint of a service, as the manifest lists it (the embedded default
+/// registry; discovery backends come later).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointSpec {
+    /// `host:port`.
+    pub address: String,
+    /// Relative weight (default [`defaults::ENDPOINT_WEIGHT`]).
+    pub weight: u32,
+    /// Tags (zone, lane, version, ...).
+    pub tags: Vec<(String, String)>,
+}
+
+impl EndpointSpec {
+    /// An endpoint with the default weight and no tags.
+    pub fn new(address: impl Into<String>) -> Self {
+        EndpointSpec {
+            address: address.into(),
+            weight: defaults::ENDPOINT_WEIGHT,
+            tags: Vec::new(),
+        }
+    }
+}
+
+/// `[serve]`: how `axle serve` runs by default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServeSpec {
+    /// Where to listen (`--listen` overrides; default [`defaults::LISTEN`]).
+    pub listen: Option<String>,
+    /// The `flaky` service's behaviour (`--flaky-*` flags override field by field).
+    pub flaky: crate::services::flaky::FlakyConfig,
+}
+
 /// A loaded, validated manifest.
 #[derive(Clone, Debug)]
 pub struct Manifest {
+    /// `[serve]`.
+    pub serve: ServeSpec,
     /// Where it came from (for messages).
     pub file: String,
     /// Every plugin, by name.
@@ -113,6 +147,8 @@ pub struct Manifest {
     pub slots: Slots,
     /// Per-service slot choices (override the defaults slot by slot).
     pub services: BTreeMap<String, Slots>,
+    /// Per-service provider endpoints.
+    pub endpoints: BTreeMap<String, Vec<EndpointSpec>>,
 }
 
 // ---- raw, as written -------------------------------------------------------------------
@@ -120,6 +156,8 @@ pub struct Manifest {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
+    #[serde(default)]
+    serve: RawServe,
     #[serde(default)]
     slots: RawSlots,
     #[serde(default)]
@@ -140,9 +178,35 @@ struct RawSlots {
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
+struct RawServe {
+    listen: Option<String>,
+    #[serde(default)]
+    flaky: crate::services::flaky::FlakyConfig,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct RawService {
     #[serde(default)]
     slots: RawSlots,
+    #[serde(default)]
+    endpoints: Vec<RawEndpoint>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawEndpoint {
+    Address(String),
+    Full(RawEndpointTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEndpointTable {
+    address: String,
+    weight: Option<u32>,
+    #[serde(default)]
+    tags: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -218,6 +282,13 @@ impl Manifest {
                 err(&key, e.into_inner().to_string())
             })?;
 
+        if let Err(reason) = raw.serve.flaky.validate() {
+            return Err(err("serve.flaky", reason));
+        }
+        let serve = ServeSpec {
+            listen: raw.serve.listen,
+            flaky: raw.serve.flaky,
+        };
         let mut plugins = BTreeMap::new();
         for (name, p) in raw.plugins {
             let key = |k: &str| format!("plugins.{name}.{k}");
@@ -345,15 +416,39 @@ impl Manifest {
         };
         let slots = check_slots("slots.", raw.slots)?;
         let mut services = BTreeMap::new();
+        let mut endpoints = BTreeMap::new();
         for (name, svc) in raw.services {
             let s = check_slots(&format!("services.{name}.slots."), svc.slots)?;
-            services.insert(name, s);
+            services.insert(name.clone(), s);
+            let mut list = Vec::new();
+            for (i, e) in svc.endpoints.into_iter().enumerate() {
+                let key = format!("services.{name}.endpoints[{i}]");
+                let spec = match e {
+                    RawEndpoint::Address(a) => EndpointSpec::new(a),
+                    RawEndpoint::Full(t) => EndpointSpec {
+                        address: t.address,
+                        weight: t.weight.unwrap_or(defaults::ENDPOINT_WEIGHT),
+                        tags: t.tags.into_iter().collect(),
+                    },
+                };
+                if spec.address.parse::<std::net::SocketAddr>().is_err()
+                    && spec.address.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+                {
+                    return Err(err(&key, format!("`{}` is not host:port", spec.address)));
+                }
+                list.push(spec);
+            }
+            if !list.is_empty() {
+                endpoints.insert(name, list);
+            }
         }
         Ok(Manifest {
             file: file.to_string(),
+            serve,
             plugins,
             slots,
             services,
+            endpoints,
         })
     }
 

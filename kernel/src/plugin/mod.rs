@@ -66,13 +66,13 @@ pub struct LoadReport {
     pub instances: u32,
 }
 
-/// A loaded plugin of any kind.
+/// A loaded plugin of any kind (shared: one plugin may fill slots of many services).
 pub enum Plugin {
-    Serializer(SerializerPlugin),
-    Selector(SelectorPlugin),
-    Router(RouterPlugin),
-    HealthScorer(HealthScorerPlugin),
-    Limiter(LimiterPlugin),
+    Serializer(Arc<SerializerPlugin>),
+    Selector(Arc<SelectorPlugin>),
+    Router(Arc<RouterPlugin>),
+    HealthScorer(Arc<HealthScorerPlugin>),
+    Limiter(Arc<LimiterPlugin>),
 }
 
 /// A loaded plugin with its name, report and counters.
@@ -151,27 +151,27 @@ impl PluginHost {
             PluginKind::Serializer => {
                 let (instances, report) = self.instances::<SerializerKind>(spec, &stats)?;
                 let plugin = SerializerPlugin::new(instances).map_err(|f| fail(f.to_string()))?;
-                (Plugin::Serializer(plugin), report)
+                (Plugin::Serializer(Arc::new(plugin)), report)
             }
             PluginKind::Selector => {
                 let (instances, report) = self.instances::<SelectorKind>(spec, &stats)?;
-                (Plugin::Selector(SelectorPlugin::new(instances)), report)
+                (Plugin::Selector(Arc::new(SelectorPlugin::new(instances))), report)
             }
             PluginKind::Router => {
                 let (instances, report) = self.instances::<RouterKind>(spec, &stats)?;
-                (Plugin::Router(RouterPlugin::new(instances)), report)
+                (Plugin::Router(Arc::new(RouterPlugin::new(instances))), report)
             }
             PluginKind::HealthScorer => {
                 let (instances, report) = self.instances::<HealthScorerKind>(spec, &stats)?;
                 (
-                    Plugin::HealthScorer(HealthScorerPlugin::new(instances)),
+                    Plugin::HealthScorer(Arc::new(HealthScorerPlugin::new(instances))),
                     report,
                 )
             }
             PluginKind::Limiter => {
                 let (instances, report) = self.instances::<LimiterKind>(spec, &stats)?;
                 (
-                    Plugin::Limiter(LimiterPlugin::new(instances, spec.on_error_admit)),
+                    Plugin::Limiter(Arc::new(LimiterPlugin::new(instances, spec.on_error_admit))),
                     report,
                 )
             }

@@ -141,7 +141,9 @@ impl<K: Kind> Instance<K> {
             return Ok(());
         }
         if self.retry_at.is_some_and(|t| Instant::now() < t) {
-            return Err(Fault::Unavailable("waiting to retry instantiation".into()));
+            let fault = Fault::Unavailable("waiting to retry instantiation".into());
+            self.fault("instantiate", &fault);
+            return Err(fault);
         }
         let p = &self.prepared;
         // Replay runs under the start-up deadline: pushing a large table is start-up work.
@@ -160,8 +162,9 @@ impl<K: Kind> Instance<K> {
             }
             Err(fault) => {
                 self.retry_at = Some(Instant::now() + RETRY_INSTANTIATE_AFTER);
-                tracing::error!(plugin = %p.name, "cannot replace the plugin instance: {fault}");
-                Err(Fault::Unavailable(fault.to_string()))
+                let fault = Fault::Unavailable(format!("cannot replace the instance: {fault}"));
+                self.fault("instantiate", &fault);
+                Err(fault)
             }
         }
     }
@@ -178,7 +181,7 @@ impl<K: Kind> Instance<K> {
         p.stats.call();
         let Some(live) = self.live.as_mut() else {
             let fault = Fault::Unavailable("no live instance".into());
-            p.stats.fault(&fault);
+            self.fault(what, &fault);
             return Err(fault);
         };
         live.store
@@ -195,15 +198,20 @@ impl<K: Kind> Instance<K> {
     }
 
     /// Records a fault found by the kind (e.g. an invalid answer) or by [`Instance::call`].
+    /// Every fault is counted; the log gets the 1st, 2nd, 4th, 8th, ... of each cause, so
+    /// a plugin that fails on every call cannot flood it.
     pub fn fault(&self, what: &str, fault: &Fault) {
         let p = &self.prepared;
-        p.stats.fault(fault);
-        tracing::warn!(
-            plugin = %p.name,
-            kind = %p.spec.kind,
-            call = what,
-            "plugin fault, answering with the safe default: {fault}"
-        );
+        let count = p.stats.fault(fault);
+        if count.is_power_of_two() {
+            tracing::warn!(
+                plugin = %p.name,
+                kind = %p.spec.kind,
+                call = what,
+                count,
+                "plugin fault, answering with the safe default: {fault}"
+            );
+        }
     }
 }
 

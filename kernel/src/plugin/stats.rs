@@ -67,7 +67,8 @@ impl PluginStats {
         self.calls.fetch_add(1, Relaxed);
     }
 
-    pub(crate) fn fault(&self, fault: &Fault) {
+    /// Counts a fault; returns how many of that cause there have been, this one included.
+    pub(crate) fn fault(&self, fault: &Fault) -> u64 {
         let counter = match fault {
             Fault::Timeout(_) => &self.timeouts,
             Fault::Memory => &self.memory,
@@ -75,7 +76,7 @@ impl PluginStats {
             Fault::Invalid(_) => &self.invalid,
             Fault::Unavailable(_) => &self.unavailable,
         };
-        counter.fetch_add(1, Relaxed);
+        counter.fetch_add(1, Relaxed) + 1
     }
 
     pub(crate) fn replaced(&self) {

@@ -99,6 +99,9 @@ pub struct Selection {
 /// A loaded selector.
 pub struct SelectorPlugin {
     pool: Pool<Slot>,
+    /// Sets already defined, by their members (as given), so the same candidates always
+    /// name the same set. Cleared with the table.
+    interned: std::sync::Mutex<HashMap<Vec<u32>, u32>>,
 }
 
 impl SelectorPlugin {
@@ -115,11 +118,31 @@ impl SelectorPlugin {
                     })
                     .collect(),
             ),
+            interned: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The id of the set with exactly these members, defining it on first sight. Called
+    /// when a route is first seen, never per call.
+    pub fn intern_set(&self, members: &[u32]) -> u32 {
+        let mut interned = self.interned.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(id) = interned.get(members) {
+            return *id;
+        }
+        // Defined before the lock is released: a concurrent caller that finds the id
+        // must find the set defined too.
+        let id = interned.len() as u32;
+        self.define_set(id, members.to_vec());
+        interned.insert(members.to_vec(), id);
+        id
     }
 
     /// Pushes a new endpoint table to every instance; every set is forgotten.
     pub fn endpoints_changed(&self, table: Arc<wit::EndpointTable>) {
+        self.interned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         self.pool.each(|slot| {
             slot.sets.clear();
             slot.table = Some(table.clone());

@@ -1,0 +1,71 @@
+//! `axle call SERVICE/METHOD JSON`: one call through the full client pipeline, the JSON
+//! answer on stdout; on failure a non-zero exit naming the error class.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use axle::client::{CallOptions, Client, ClientConfig};
+use axle::manifest::{EndpointSpec, Manifest};
+use axle::payload;
+use axle::plugin::PluginHost;
+
+/// `axle call` flags.
+#[derive(clap::Args)]
+pub struct Args {
+    /// `service/method`.
+    target: String,
+    /// The request, as JSON.
+    json: String,
+    /// The manifest (default: the one embedded in the binary).
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// Call this endpoint instead of the manifest's (repeatable).
+    #[arg(long = "endpoint")]
+    endpoints: Vec<String>,
+    /// The call's whole budget (ms).
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// A request tag `key=value` (repeatable).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (service, method) = args
+        .target
+        .split_once('/')
+        .filter(|(s, m)| !s.is_empty() && !m.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("the target is SERVICE/METHOD, got `{}`", args.target))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&args.json).map_err(|e| anyhow::anyhow!("the request is not JSON: {e}"))?;
+    let manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
+    let mut config = ClientConfig::new(manifest);
+    if !args.endpoints.is_empty() {
+        config = config.endpoints(service, args.endpoints.iter().map(EndpointSpec::new));
+    }
+    let host = PluginHost::with_default_cache()?;
+    let client = Client::new(&host, config)?;
+    let mut options = CallOptions {
+        timeout: args.timeout_ms.map(Duration::from_millis),
+        ..CallOptions::default()
+    };
+    for tag in &args.tags {
+        let (k, v) = tag
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--tag takes key=value, got `{tag}`"))?;
+        options = options.tag(k, v);
+    }
+    let value = payload::to_value(&json).map_err(|e| anyhow::anyhow!("{e}"))?;
+    match client.call_value(service, method, &value, &options).await {
+        Ok(answer) => {
+            let json = payload::to_json(&answer).map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{json}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("axle: call failed: {}: {e}", e.class());
+            Ok(ExitCode::from(2))
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! `axle serve`: hosts the built-in services (echo, flaky, kv) through the provider
+//! pipeline, until SIGTERM or Ctrl-C, then stops outside-in.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use axle::manifest::Manifest;
+use axle::plugin::PluginHost;
+use axle::server::ServerBuilder;
+use axle::services::{self, flaky::FlakyConfig};
+
+/// `axle serve` flags.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The manifest (default: the one embedded in the binary).
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// Where to listen (default: the manifest's [serve] listen, else 127.0.0.1:7300).
+    /// Port 0 picks a free port; the chosen address is printed.
+    #[arg(long)]
+    listen: Option<String>,
+    /// flaky: base latency of every request (ms).
+    #[arg(long)]
+    flaky_latency_ms: Option<f64>,
+    /// flaky: uniform extra latency 0..N (ms).
+    #[arg(long)]
+    flaky_jitter_ms: Option<f64>,
+    /// flaky: share of requests that take --flaky-slow-ms more.
+    #[arg(long)]
+    flaky_slow_rate: Option<f64>,
+    /// flaky: the slow tail's extra latency (ms).
+    #[arg(long)]
+    flaky_slow_ms: Option<f64>,
+    /// flaky: share of requests that fail with `internal`.
+    #[arg(long)]
+    flaky_fail_rate: Option<f64>,
+    /// flaky: share of requests that never answer.
+    #[arg(long)]
+    flaky_timeout_rate: Option<f64>,
+    /// How long to wait for requests in flight when stopping (ms).
+    #[arg(long, default_value_t = 5000)]
+    drain_ms: u64,
+}
+
+fn flaky(base: FlakyConfig, a: &Args) -> FlakyConfig {
+    FlakyConfig {
+        latency_ms: a.flaky_latency_ms.unwrap_or(base.latency_ms),
+        jitter_ms: a.flaky_jitter_ms.unwrap_or(base.jitter_ms),
+        slow_rate: a.flaky_slow_rate.unwrap_or(base.slow_rate),
+        slow_ms: a.flaky_slow_ms.unwrap_or(base.slow_ms),
+        fail_rate: a.flaky_fail_rate.unwrap_or(base.fail_rate),
+        timeout_rate: a.flaky_timeout_rate.unwrap_or(base.timeout_rate),
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
+    let flaky = flaky(manifest.serve.flaky, &args);
+    flaky
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--flaky-*: {e}"))?;
+    let host = PluginHost::with_default_cache()?;
+    let builder = ServerBuilder::new().with_manifest(&host, &manifest)?;
+    let builder = services::register(builder, flaky);
+    let listen = args
+        .listen
+        .or(manifest.serve.listen.clone())
+        .unwrap_or_else(|| axle::manifest::defaults::LISTEN.to_string());
+    let server = builder
+        .bind(&listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+    // The one line scripts and tests wait for.
+    println!("listening on {}", server.local_addr());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    wait_for_stop().await;
+    tracing::info!("stopping: draining requests in flight");
+    server.shutdown(Duration::from_millis(args.drain_ms)).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_stop() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

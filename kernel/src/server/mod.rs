@@ -1,0 +1,209 @@
+//! The provider's side: a [`Server`] accepts connections and runs each request through
+//! the pipeline of DESIGN.md, one stage per file in `stages/`:
+//!
+//! ```text
+//! closing? -> limit (limiter plugin) -> dispatch (deadline check, handler with the
+//! remaining budget) -> response frame
+//! ```
+//!
+//! Concurrency guards, fuses and internal-only checks (governance) slot in between.
+
+mod context;
+mod handler;
+pub mod stages;
+
+pub use context::Context;
+pub use handler::{Handler, Request, Response, Status};
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::plugin::kinds::limiter::LimiterPlugin;
+use crate::plugin::kinds::serializer::SerializerPlugin;
+use crate::transport::serve::{self, Dispatch};
+use crate::wire::{Frame, Limits};
+
+/// Builds a server: handlers, plugins, limits.
+#[derive(Default)]
+pub struct ServerBuilder {
+    handlers: HashMap<(String, String), Handler>,
+    /// Services whose every method one handler serves (`echo`).
+    any_method: HashMap<String, Handler>,
+    limiter: Option<Arc<LimiterPlugin>>,
+    serializers: HashMap<String, Arc<SerializerPlugin>>,
+    limits: Limits,
+}
+
+impl ServerBuilder {
+    pub fn new() -> Self {
+        ServerBuilder::default()
+    }
+
+    /// Registers a raw handler for `service/method`.
+    pub fn method(mut self, service: &str, method: &str, handler: Handler) -> Self {
+        self.handlers
+            .insert((service.to_string(), method.to_string()), handler);
+        self
+    }
+
+    /// Registers one raw handler for every method of `service`.
+    pub fn any_method(mut self, service: &str, handler: Handler) -> Self {
+        self.any_method.insert(service.to_string(), handler);
+        self
+    }
+
+    /// Registers a typed handler: the request is decoded by the serializer plugin of its
+    /// content type, the answer encoded by the same.
+    pub fn typed<Req, Resp, F, Fut>(self, service: &str, method: &str, f: F) -> Self
+    where
+        Req: serde::de::DeserializeOwned + Send + 'static,
+        Resp: serde::Serialize + Send + 'static,
+        F: Fn(Req, Context) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Resp, Status>> + Send + 'static,
+    {
+        let serializers = Arc::new(self.serializers.clone());
+        let handler = handler::typed(serializers, f);
+        self.method(service, method, handler)
+    }
+
+    /// The limiter plugin (none: admit everything).
+    pub fn limiter(mut self, limiter: Option<Arc<LimiterPlugin>>) -> Self {
+        self.limiter = limiter;
+        self
+    }
+
+    /// A serializer typed handlers may decode with (by its content type). Register
+    /// serializers before typed handlers.
+    pub fn serializer(mut self, serializer: Arc<SerializerPlugin>) -> Self {
+        self.serializers
+            .insert(serializer.content_type().to_string(), serializer);
+        self
+    }
+
+    /// Frame limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The manifest's plugins for the provider side: its default limiter slot and every
+    /// serializer it names (typed handlers decode with whichever the request used).
+    /// Register typed handlers after this.
+    pub fn with_manifest(
+        mut self,
+        host: &crate::plugin::PluginHost,
+        manifest: &crate::manifest::Manifest,
+    ) -> anyhow::Result<Self> {
+        use crate::manifest::PluginKind;
+        use crate::plugin::Plugin;
+        for spec in manifest.plugins.values() {
+            let wanted = spec.kind == PluginKind::Serializer
+                || manifest.slots.limiter.as_deref() == Some(spec.name.as_str());
+            if !wanted {
+                continue;
+            }
+            match host.load(spec)?.plugin {
+                Plugin::Serializer(s) => self = self.serializer(s),
+                Plugin::Limiter(l) => self.limiter = Some(l),
+                _ => {}
+            }
+        }
+        Ok(self)
+    }
+
+    /// Binds and starts accepting.
+    pub async fn bind(self, addr: &str) -> std::io::Result<Server> {
+        let listener = TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        let (closing_tx, closing_rx) = watch::channel(false);
+        let pipeline = Arc::new(Pipeline {
+            handlers: self.handlers,
+            any_method: self.any_method,
+            limiter: self.limiter,
+            closing: closing_rx.clone(),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+        });
+        let limits = self.limits;
+        let p = pipeline.clone();
+        let mut accept_closing = closing_rx.clone();
+        let accept = tokio::spawn(async move {
+            loop {
+                let (stream, peer) = tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok(a) => a,
+                        Err(e) => {
+                            tracing::warn!("accept failed: {e}");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
+                    },
+                    _ = accept_closing.changed() => {
+                        if *accept_closing.borrow() { return; }
+                        continue;
+                    }
+                };
+                tokio::spawn(serve::connection(stream, peer, p.clone(), limits, closing_rx.clone()));
+            }
+        });
+        Ok(Server {
+            local,
+            closing: closing_tx,
+            pipeline,
+            accept,
+        })
+    }
+}
+
+/// A running server.
+pub struct Server {
+    local: SocketAddr,
+    closing: watch::Sender<bool>,
+    pipeline: Arc<Pipeline>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Requests being handled right now.
+    pub fn in_flight(&self) -> usize {
+        self.pipeline.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Stops outside-in: stop accepting, tell connected callers (goaway), answer new
+    /// requests `shutting_down`, wait up to `drain` for the requests in flight.
+    pub async fn shutdown(self, drain: Duration) {
+        let _ = self.closing.send(true);
+        self.accept.abort();
+        let deadline = tokio::time::Instant::now() + drain;
+        while self.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// The server pipeline (implements the transport's [`Dispatch`]).
+pub struct Pipeline {
+    handlers: HashMap<(String, String), Handler>,
+    any_method: HashMap<String, Handler>,
+    limiter: Option<Arc<LimiterPlugin>>,
+    closing: watch::Receiver<bool>,
+    /// Requests being handled.
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Dispatch for Pipeline {
+    fn dispatch(self: Arc<Self>, request: Frame, peer: SocketAddr) -> BoxFuture<'static, Frame> {
+        Box::pin(async move { stages::run(&self, request, peer).await })
+    }
+}

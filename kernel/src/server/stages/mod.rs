@@ -1,0 +1,47 @@
+//! The server pipeline's stages, in the order a request meets them.
+
+pub mod dispatch;
+pub mod limit;
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use super::{Context, Pipeline};
+use crate::wire::{ErrorClass, Frame};
+
+/// Runs one request frame through the pipeline; always yields a response frame.
+pub async fn run(p: &Pipeline, request: Frame, peer: SocketAddr) -> Frame {
+    let id = request.id;
+    if *p.closing.borrow() {
+        return Frame::error(id, ErrorClass::ShuttingDown, "the provider is shutting down");
+    }
+    let (Some(service), Some(method)) = (request.meta.service.clone(), request.meta.method.clone()) else {
+        return Frame::error(id, ErrorClass::BadRequest, "a request needs a service and a method");
+    };
+    p.in_flight.fetch_add(1, Relaxed);
+    let _done = InFlight(p);
+    let ctx = Context {
+        service,
+        method,
+        deadline: request
+            .meta
+            .deadline_us
+            .map(|us| Instant::now() + Duration::from_micros(us)),
+        peer,
+        consumer_app: request.meta.consumer_app.clone(),
+        tags: request.meta.tags.clone(),
+    };
+    if let Err(frame) = limit::admit(p, &ctx, id) {
+        return frame;
+    }
+    dispatch::dispatch(p, ctx, request).await
+}
+
+struct InFlight<'a>(&'a Pipeline);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Relaxed);
+    }
+}

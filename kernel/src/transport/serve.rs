@@ -1,0 +1,108 @@
+//! The provider's side of one connection: read frames, run each request as its own task
+//! (responses go out in whatever order they finish), answer pings, honour cancels.
+//!
+//! A malformed frame closes this connection only, with the reason logged; a peer speaking
+//! another protocol version is first told why in a `goaway` frame.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::task::AbortHandle;
+use tokio_util::codec::FramedRead;
+
+use crate::wire::{ErrorClass, Frame, FrameCodec, Kind, Limits, WireError};
+
+/// What runs a request: the server's pipeline. Returns the response frame.
+pub trait Dispatch: Send + Sync + 'static {
+    fn dispatch(self: Arc<Self>, request: Frame, peer: SocketAddr) -> BoxFuture<'static, Frame>;
+}
+
+/// Serves one accepted connection until the peer leaves, the connection breaks, or the
+/// server is closed and the requests in flight have been answered.
+pub async fn connection<D: Dispatch>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    dispatch: Arc<D>,
+    limits: Limits,
+    mut closing: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (read, write) = stream.into_split();
+    let (tx, rx) = mpsc::channel::<Frame>(crate::manifest::defaults::WRITE_QUEUE);
+    let writer = tokio::spawn(super::writer::run(write, rx, limits, |frame, err| {
+        // A response over the limit becomes an error the caller can read.
+        Some(Frame::error(
+            frame.id,
+            ErrorClass::Internal,
+            format!("the response cannot be sent: {err}"),
+        ))
+    }));
+    let in_flight: Arc<Mutex<HashMap<u64, AbortHandle>>> = Arc::default();
+    let mut frames = FramedRead::new(read, FrameCodec::new(limits));
+    let mut goaway_sent = false;
+    if *closing.borrow() {
+        let _ = tx.send(Frame::goaway("shutting down")).await;
+        goaway_sent = true;
+    }
+    loop {
+        let next = tokio::select! {
+            next = frames.next() => next,
+            changed = closing.changed(), if !goaway_sent => {
+                if changed.is_ok() && *closing.borrow() {
+                    let _ = tx.send(Frame::goaway("shutting down")).await;
+                    goaway_sent = true;
+                }
+                continue;
+            }
+        };
+        let frame = match next {
+            None => break,
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => {
+                tracing::warn!(%peer, "closing the connection: {e}");
+                if let WireError::Version(_) = e {
+                    let _ = tx.send(Frame::goaway(e.to_string())).await;
+                }
+                break;
+            }
+        };
+        match frame.kind {
+            Kind::Request => {
+                let id = frame.id;
+                let tx = tx.clone();
+                let d = dispatch.clone();
+                let map = in_flight.clone();
+                // Hold the map while spawning, so the task's own removal comes after the
+                // insertion and no finished request is left behind in it.
+                let mut tasks = in_flight.lock().unwrap_or_else(|e| e.into_inner());
+                let task = tokio::spawn(async move {
+                    let response = d.dispatch(frame, peer).await;
+                    map.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                    let _ = tx.send(response).await;
+                });
+                tasks.insert(id, task.abort_handle());
+            }
+            Kind::Cancel => {
+                let handle = in_flight
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&frame.id);
+                if let Some(h) = handle {
+                    h.abort();
+                }
+            }
+            Kind::Ping => {
+                let _ = tx.send(Frame::bare(Kind::Pong, frame.id)).await;
+            }
+            Kind::Pong | Kind::Response | Kind::Goaway => {}
+        }
+    }
+    // Let the requests in flight finish and their responses go out, then close.
+    drop(tx);
+    let _ = writer.await;
+}

@@ -1,0 +1,144 @@
+//! Frame metadata: typed fields, encoded as `tag: u8, length: u16, value` (docs/wire.md).
+
+use bytes::{Buf, BufMut, BytesMut};
+
+use super::{ErrorClass, WireError};
+
+const SERVICE: u8 = 1;
+const METHOD: u8 = 2;
+const DEADLINE: u8 = 3;
+const CONSUMER_APP: u8 = 4;
+const TAG: u8 = 5;
+const CONTENT_TYPE: u8 = 6;
+const TRACE_ID: u8 = 7;
+const ERROR_CLASS: u8 = 8;
+const ERROR_MESSAGE: u8 = 9;
+const RETRY_AFTER: u8 = 10;
+
+/// Everything a frame says besides its payload.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Metadata {
+    pub service: Option<String>,
+    pub method: Option<String>,
+    /// Microseconds of budget left when the frame was sent.
+    pub deadline_us: Option<u64>,
+    pub consumer_app: Option<String>,
+    pub tags: Vec<(String, String)>,
+    pub content_type: Option<String>,
+    pub trace_id: Option<[u8; 16]>,
+    pub error_class: Option<ErrorClass>,
+    pub error_message: Option<String>,
+    pub retry_after_ms: Option<u32>,
+}
+
+fn put_field(out: &mut BytesMut, tag: u8, value: &[u8]) -> Result<(), WireError> {
+    let len = u16::try_from(value.len()).map_err(|_| {
+        WireError::Malformed(format!(
+            "metadata field {tag} is {} bytes, over 65,535",
+            value.len()
+        ))
+    })?;
+    out.put_u8(tag);
+    out.put_u16(len);
+    out.put_slice(value);
+    Ok(())
+}
+
+fn text(tag: u8, value: &[u8]) -> Result<String, WireError> {
+    String::from_utf8(value.to_vec())
+        .map_err(|_| WireError::Malformed(format!("metadata field {tag} is not UTF-8")))
+}
+
+fn fixed<const N: usize>(tag: u8, value: &[u8]) -> Result<[u8; N], WireError> {
+    value.try_into().map_err(|_| {
+        WireError::Malformed(format!(
+            "metadata field {tag} has {} bytes, expected {N}",
+            value.len()
+        ))
+    })
+}
+
+impl Metadata {
+    /// Appends the encoded fields to `out`.
+    pub fn encode(&self, out: &mut BytesMut) -> Result<(), WireError> {
+        if let Some(v) = &self.service {
+            put_field(out, SERVICE, v.as_bytes())?;
+        }
+        if let Some(v) = &self.method {
+            put_field(out, METHOD, v.as_bytes())?;
+        }
+        if let Some(v) = self.deadline_us {
+            put_field(out, DEADLINE, &v.to_be_bytes())?;
+        }
+        if let Some(v) = &self.consumer_app {
+            put_field(out, CONSUMER_APP, v.as_bytes())?;
+        }
+        for (k, v) in &self.tags {
+            if k.contains('=') {
+                return Err(WireError::Malformed(format!("tag key {k:?} contains '='")));
+            }
+            put_field(out, TAG, format!("{k}={v}").as_bytes())?;
+        }
+        if let Some(v) = &self.content_type {
+            put_field(out, CONTENT_TYPE, v.as_bytes())?;
+        }
+        if let Some(v) = &self.trace_id {
+            put_field(out, TRACE_ID, v)?;
+        }
+        if let Some(v) = self.error_class {
+            put_field(out, ERROR_CLASS, &[v as u8])?;
+        }
+        if let Some(v) = &self.error_message {
+            put_field(out, ERROR_MESSAGE, v.as_bytes())?;
+        }
+        if let Some(v) = self.retry_after_ms {
+            put_field(out, RETRY_AFTER, &v.to_be_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Decodes a whole metadata section. Unknown tags are skipped.
+    pub fn decode(mut src: &[u8]) -> Result<Metadata, WireError> {
+        let mut m = Metadata::default();
+        while src.has_remaining() {
+            if src.remaining() < 3 {
+                return Err(WireError::Malformed("metadata ends inside a field header".into()));
+            }
+            let tag = src.get_u8();
+            let len = usize::from(src.get_u16());
+            if src.remaining() < len {
+                return Err(WireError::Malformed(format!(
+                    "metadata field {tag} claims {len} bytes, {} left",
+                    src.remaining()
+                )));
+            }
+            let (value, rest) = src.split_at(len);
+            src = rest;
+            match tag {
+                SERVICE => m.service = Some(text(tag, value)?),
+                METHOD => m.method = Some(text(tag, value)?),
+                DEADLINE => m.deadline_us = Some(u64::from_be_bytes(fixed(tag, value)?)),
+                CONSUMER_APP => m.consumer_app = Some(text(tag, value)?),
+                TAG => {
+                    let t = text(tag, value)?;
+                    let (k, v) = t.split_once('=').ok_or_else(|| {
+                        WireError::Malformed(format!("tag {t:?} is not key=value"))
+                    })?;
+                    m.tags.push((k.to_string(), v.to_string()));
+                }
+                CONTENT_TYPE => m.content_type = Some(text(tag, value)?),
+                TRACE_ID => m.trace_id = Some(fixed(tag, value)?),
+                ERROR_CLASS => {
+                    let [code] = fixed::<1>(tag, value)?;
+                    m.error_class = Some(ErrorClass::from_code(code).ok_or_else(|| {
+                        WireError::Malformed(format!("unknown error class {code}"))
+                    })?);
+                }
+                ERROR_MESSAGE => m.error_message = Some(text(tag, value)?),
+                RETRY_AFTER => m.retry_after_ms = Some(u32::from_be_bytes(fixed(tag, value)?)),
+                _ => {} // a newer peer's field
+            }
+        }
+        Ok(m)
+    }
+}
