@@ -142,3 +142,93 @@ pub fn manifest(name: &str, kind: &str, component: &str, extra: &str) -> String 
     };
     format!("[plugins.{name}]\nkind = \"{kind}\"\ncomponent = {component:?}\n{timeout}{extra}\n")
 }
+
+/// An `axle serve` process on a free loopback port, killed when dropped.
+pub struct ServeProcess {
+    child: std::process::Child,
+    pub addr: String,
+}
+
+impl ServeProcess {
+    /// Starts `axle serve --listen 127.0.0.1:0 ARGS...` and waits for its address.
+    pub fn start(args: &[&str]) -> ServeProcess {
+        ServeProcess::start_with_manifest(None, args)
+    }
+
+    /// The same, with a manifest file.
+    pub fn start_with_manifest(manifest: Option<&Path>, args: &[&str]) -> ServeProcess {
+        use std::io::BufRead;
+        let mut cmd = std::process::Command::new(axle_bin());
+        cmd.args(["serve", "--listen", "127.0.0.1:0"]).args(args);
+        if let Some(m) = manifest {
+            cmd.arg("--manifest").arg(m);
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("start axle serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        let read = std::io::BufReader::new(stdout).read_line(&mut line);
+        let addr = match (read, line.strip_prefix("listening on ")) {
+            (Ok(_), Some(addr)) => addr.trim().to_string(),
+            _ => {
+                let _ = child.kill();
+                panic!("axle serve did not start: {line:?}");
+            }
+        };
+        ServeProcess { child, addr }
+    }
+
+    /// The process id (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the process to exit (after a signal); `None` if it is still running
+    /// after `timeout`.
+    pub fn wait_exit(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let until = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < until {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A client for `service` at `endpoints`, with the embedded manifest's plugins and
+/// `selector` filling the service's selector slot (seeded when it is random; a call
+/// budget of a second, as in [`manifest`]).
+pub fn client_for(
+    host: &PluginHost,
+    service: &str,
+    selector: &str,
+    endpoints: Vec<axle::manifest::EndpointSpec>,
+) -> axle::client::Client {
+    let mut m = Manifest::embedded().expect("embedded manifest");
+    m.endpoints.clear();
+    let slots = m.services.entry(service.to_string()).or_default();
+    slots.selector = Some(selector.to_string());
+    if let Some(p) = m.plugins.get_mut(selector) {
+        p.timeout_ms = 1000;
+        if selector.contains("random") {
+            p.config.insert("seed".into(), toml::Value::Integer(7));
+        }
+    }
+    axle::client::Client::new(
+        host,
+        axle::client::ClientConfig::new(m).endpoints(service, endpoints),
+    )
+    .expect("client")
+}

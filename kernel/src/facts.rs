@@ -56,7 +56,10 @@ impl EndpointCell {
 
     /// Calls finished and endpoint faults among them, since the endpoint appeared.
     pub fn totals(&self) -> (u64, u64) {
-        (self.total_calls.load(Relaxed), self.total_faults.load(Relaxed))
+        (
+            self.total_calls.load(Relaxed),
+            self.total_faults.load(Relaxed),
+        )
     }
 
     /// A request was sent.
@@ -66,10 +69,11 @@ impl EndpointCell {
 
     /// A request finished after `latency_ns`; `fault` if it was the endpoint's fault.
     pub fn finished(&self, latency_ns: u64, fault: bool) {
-        // Saturating: a finish without a start must not wrap the counter.
-        let _ = self
-            .in_flight
-            .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
+        // Saturating: a finish without a start must not wrap the counter (one RMW on the
+        // common path, a fix-up only if it did go below zero).
+        if self.in_flight.fetch_sub(1, Relaxed) == 0 {
+            let _ = self.in_flight.fetch_add(1, Relaxed);
+        }
         let _ = self.ewma_latency_ns.fetch_update(Relaxed, Relaxed, |old| {
             Some(if old == 0 {
                 latency_ns

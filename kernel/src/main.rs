@@ -42,6 +42,21 @@ enum PluginsCommand {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Loopback echo, 1 KiB: Axle with wasm plugins vs raw framing vs tonic (gRPC).
+    Rpc {
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Seconds per system and concurrency.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Only these systems (axle, raw, tonic; repeatable). Default: all three.
+        #[arg(long = "system")]
+        systems: Vec<String>,
+    },
     /// ns per call of every plugin's hot functions, beside the floor and native twins.
     Plugins {
         /// The manifest (default: the one embedded in the binary).
@@ -54,7 +69,9 @@ enum BenchCommand {
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 fn main() -> ExitCode {
@@ -73,6 +90,12 @@ fn main() -> ExitCode {
         Command::Plugins(PluginsCommand::Check { manifest }) => {
             cli::check::run(manifest.as_deref())
         }
+        Command::Bench(BenchCommand::Rpc {
+            manifest,
+            json,
+            seconds,
+            systems,
+        }) => cli::bench::rpc(manifest.as_deref(), json, seconds, &systems),
         Command::Bench(BenchCommand::Plugins { manifest, json }) => {
             cli::bench::plugins(manifest.as_deref(), json)
         }

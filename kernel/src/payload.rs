@@ -30,7 +30,10 @@ pub fn to_json(v: &Value) -> Result<Json, String> {
     let mut pos = 0;
     let json = read(&v.nodes, &mut pos, 0)?;
     if pos != v.nodes.len() {
-        return Err(format!("{} trailing node(s) after the value", v.nodes.len() - pos));
+        return Err(format!(
+            "{} trailing node(s) after the value",
+            v.nodes.len() - pos
+        ));
     }
     Ok(json)
 }
@@ -82,7 +85,11 @@ fn read(nodes: &[Node], pos: &mut usize, depth: usize) -> Result<Json, String> {
             if n > nodes.len() - *pos {
                 return Err("an array longer than the value".into());
             }
-            Json::Array((0..n).map(|_| read(nodes, pos, depth + 1)).collect::<Result<_, _>>()?)
+            Json::Array(
+                (0..n)
+                    .map(|_| read(nodes, pos, depth + 1))
+                    .collect::<Result<_, _>>()?,
+            )
         }
         Node::Mapping(n) => {
             let n = *n as usize;
@@ -120,7 +127,12 @@ mod tests {
             key: "k".into(),
             n: u64::MAX,
             tags: vec!["a".into()],
-            inner: Some(Box::new(Req { key: "i".into(), n: 1, tags: vec![], inner: None })),
+            inner: Some(Box::new(Req {
+                key: "i".into(),
+                n: 1,
+                tags: vec![],
+                inner: None,
+            })),
         };
         let v = to_value(&r).unwrap();
         assert_eq!(v.nodes[0], Node::Mapping(4));
@@ -129,8 +141,14 @@ mod tests {
 
     #[test]
     fn lying_node_lists_are_errors() {
-        assert!(to_json(&Value { nodes: vec![Node::Array(5)] }).is_err());
-        assert!(to_json(&Value { nodes: vec![Node::Null, Node::Null] }).is_err());
+        assert!(to_json(&Value {
+            nodes: vec![Node::Array(5)]
+        })
+        .is_err());
+        assert!(to_json(&Value {
+            nodes: vec![Node::Null, Node::Null]
+        })
+        .is_err());
         assert!(to_json(&Value { nodes: vec![] }).is_err());
     }
 }

@@ -4,6 +4,7 @@
 //! run are the point, absolute figures move with the machine.
 
 pub mod native;
+pub mod rpc;
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -19,6 +19,67 @@ pub fn plugins(manifest: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// `axle bench rpc`.
+pub fn rpc(
+    manifest: Option<&Path>,
+    json: bool,
+    seconds: f64,
+    systems: &[String],
+) -> anyhow::Result<ExitCode> {
+    for s in systems {
+        if !bench::rpc::SYSTEMS.contains(&s.as_str()) {
+            anyhow::bail!(
+                "unknown system `{s}` (systems: {})",
+                bench::rpc::SYSTEMS.join(", ")
+            );
+        }
+    }
+    let systems: Vec<&str> = if systems.is_empty() {
+        bench::rpc::SYSTEMS.to_vec()
+    } else {
+        systems.iter().map(String::as_str).collect()
+    };
+    let manifest = Manifest::load_or_embedded(manifest)?;
+    let host = PluginHost::with_default_cache()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let duration = std::time::Duration::from_secs_f64(seconds.clamp(0.1, 600.0));
+    let report = rt.block_on(bench::rpc::run(
+        &host,
+        &manifest,
+        duration,
+        &[1, 64],
+        &systems,
+    ))?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "loopback echo, {} B payload, {:.1} s per run\n",
+        report.payload_bytes, report.seconds_per_run
+    );
+    println!(
+        "{:<8} {:>11} {:>10} {:>12} {:>10} {:>10} {:>7}",
+        "system", "concurrency", "requests", "req/s", "p50 µs", "p99 µs", "errors"
+    );
+    for r in &report.rows {
+        println!(
+            "{:<8} {:>11} {:>10} {:>12.0} {:>10.1} {:>10.1} {:>7}",
+            r.system, r.concurrency, r.requests, r.req_per_s, r.p50_us, r.p99_us, r.errors
+        );
+    }
+    if let Some(x) = &report.ratios {
+        println!(
+            "\nat concurrency {}: axle/tonic req/s {:.2} (target >= 1.5), axle/raw req/s {:.2} \
+             (target >= 0.7), axle/tonic p99 {:.2} (target <= 1)",
+            x.concurrency, x.axle_vs_tonic, x.axle_vs_raw, x.axle_p99_vs_tonic
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn print_table(report: &Report) {
     println!(
         "floor (empty scalar component call, same run): {:.0} ns\n",

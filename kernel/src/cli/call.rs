@@ -37,8 +37,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .split_once('/')
         .filter(|(s, m)| !s.is_empty() && !m.is_empty())
         .ok_or_else(|| anyhow::anyhow!("the target is SERVICE/METHOD, got `{}`", args.target))?;
-    let json: serde_json::Value =
-        serde_json::from_str(&args.json).map_err(|e| anyhow::anyhow!("the request is not JSON: {e}"))?;
+    let json: serde_json::Value = serde_json::from_str(&args.json)
+        .map_err(|e| anyhow::anyhow!("the request is not JSON: {e}"))?;
     let manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
     let mut config = ClientConfig::new(manifest);
     if !args.endpoints.is_empty() {
@@ -64,7 +64,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("axle: call failed: {}: {e}", e.class());
+            // A remote error's text starts with its class already.
+            match &e {
+                axle::client::CallError::Remote { .. } => eprintln!("axle: call failed: {e}"),
+                _ => eprintln!("axle: call failed: {}: {e}", e.class()),
+            }
             Ok(ExitCode::from(2))
         }
     }

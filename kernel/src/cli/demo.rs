@@ -35,8 +35,16 @@ pub struct Args {
 /// failures, so the table shows what the strategies see.
 fn providers() -> [FlakyConfig; 3] {
     [
-        FlakyConfig { latency_ms: 0.2, jitter_ms: 0.3, ..FlakyConfig::default() },
-        FlakyConfig { latency_ms: 1.0, jitter_ms: 1.0, ..FlakyConfig::default() },
+        FlakyConfig {
+            latency_ms: 0.2,
+            jitter_ms: 0.3,
+            ..FlakyConfig::default()
+        },
+        FlakyConfig {
+            latency_ms: 1.0,
+            jitter_ms: 1.0,
+            ..FlakyConfig::default()
+        },
         FlakyConfig {
             latency_ms: 2.0,
             jitter_ms: 2.0,
@@ -61,7 +69,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut servers = Vec::new();
     for flaky in providers() {
         let builder = ServerBuilder::new().with_manifest(&host, &manifest)?;
-        let server = services::register(builder, flaky).bind("127.0.0.1:0").await?;
+        let server = services::register(builder, flaky)
+            .bind("127.0.0.1:0")
+            .await?;
         servers.push(server);
     }
     let addrs: Vec<String> = servers.iter().map(|s| s.local_addr().to_string()).collect();
@@ -74,7 +84,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         addrs.join(", "),
         manifest.slots_for("flaky").selector.unwrap_or_default(),
         manifest.slots_for("flaky").serializer.unwrap_or_default(),
-        manifest.slots.limiter.as_deref().map_or("no limiter".to_string(), |l| format!("limiter `{l}`")),
+        manifest
+            .slots
+            .limiter
+            .as_deref()
+            .map_or("no limiter".to_string(), |l| format!("limiter `{l}`")),
     );
 
     let stats: Arc<Mutex<BTreeMap<u32, PerEndpoint>>> = Arc::default();
@@ -99,7 +113,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             while !stop.load(Relaxed) {
                 let t = Instant::now();
-                let result = client.call_value_at("flaky", "echo", &value, &options).await;
+                let result = client
+                    .call_value_at("flaky", "echo", &value, &options)
+                    .await;
                 let us = t.elapsed().as_micros() as u64;
                 done.fetch_add(1, Relaxed);
                 let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
@@ -108,7 +124,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                         let e = s.entry(ep).or_insert_with(new_entry);
                         let _ = e.latency_us.record(us.max(1));
                     }
-                    Err(axle::client::CallError::Remote { .. }) | Err(axle::client::CallError::Transport(_)) => {
+                    Err(axle::client::CallError::Remote { .. })
+                    | Err(axle::client::CallError::Transport(_)) => {
                         // Attribute to the endpoint by the facts: count per endpoint below.
                         s.entry(u32::MAX).or_insert_with(new_entry).errors += 1;
                     }
@@ -142,7 +159,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let elapsed = started.elapsed().as_secs_f64();
     let total_done = done.load(Relaxed);
 
-    let s = stats.lock().unwrap_or_else(|e| e.into_inner());
+    // Every worker has stopped: take the results out of the lock.
+    let s = std::mem::take(&mut *stats.lock().unwrap_or_else(|e| e.into_inner()));
     let views = client.endpoints();
     println!(
         "\n{:<22} {:>9} {:>7} {:>10} {:>10} {:>7}",

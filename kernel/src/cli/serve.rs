@@ -38,6 +38,9 @@ pub struct Args {
     /// flaky: share of requests that never answer.
     #[arg(long)]
     flaky_timeout_rate: Option<f64>,
+    /// Largest frame accepted or sent (bytes).
+    #[arg(long)]
+    max_frame_bytes: Option<usize>,
     /// How long to wait for requests in flight when stopping (ms).
     #[arg(long, default_value_t = 5000)]
     drain_ms: u64,
@@ -62,7 +65,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("--flaky-*: {e}"))?;
     let host = PluginHost::with_default_cache()?;
     let builder = ServerBuilder::new().with_manifest(&host, &manifest)?;
-    let builder = services::register(builder, flaky);
+    let mut builder = services::register(builder, flaky);
+    if let Some(max) = args.max_frame_bytes {
+        builder = builder.limits(axle::wire::Limits {
+            max_frame: max,
+            ..axle::wire::Limits::default()
+        });
+    }
     let listen = args
         .listen
         .or(manifest.serve.listen.clone())
@@ -85,13 +94,14 @@ async fn wait_for_stop() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

@@ -65,7 +65,14 @@ impl Client {
         req: &Req,
         options: &CallOptions,
     ) -> Result<Resp, CallError> {
-        let value = self.call_value(service, method, &payload::to_value(req).map_err(CallError::Encode)?, options).await?;
+        let value = self
+            .call_value(
+                service,
+                method,
+                &payload::to_value(req).map_err(CallError::Encode)?,
+                options,
+            )
+            .await?;
         payload::from_value(&value).map_err(CallError::Decode)
     }
 
@@ -90,8 +97,13 @@ impl Client {
     ) -> Result<(Value, u32), CallError> {
         let svc = self.registry.service(service)?;
         let (body, content_type) = stages::encode::encode(&svc, value)?;
-        let reply = self.invoke(service, method, body, &content_type, options).await?;
-        Ok((stages::encode::decode(&self.registry, &reply)?, reply.endpoint))
+        let reply = self
+            .invoke(service, method, body, &content_type, options)
+            .await?;
+        Ok((
+            stages::encode::decode(&self.registry, &reply)?,
+            reply.endpoint,
+        ))
     }
 
     /// A call whose payload is already bytes (content type `raw` unless `content_type`
@@ -103,7 +115,8 @@ impl Client {
         body: Bytes,
         options: &CallOptions,
     ) -> Result<Reply, CallError> {
-        self.invoke(service, method, body, payload::RAW, options).await
+        self.invoke(service, method, body, payload::RAW, options)
+            .await
     }
 
     /// route → select → send → feedback, for one attempt.
@@ -116,15 +129,30 @@ impl Client {
         options: &CallOptions,
     ) -> Result<Reply, CallError> {
         let svc = self.registry.service(service)?;
-        let deadline = Instant::now() + options.timeout.unwrap_or(svc.timeout);
+        let now = Instant::now();
+        let deadline = now + options.timeout.unwrap_or(svc.timeout);
         let set = stages::route::candidates(&svc, method, options)?;
         let endpoint = stages::select::pick(&svc, set, options)?;
-        let ep = self.registry.endpoint(endpoint).ok_or_else(|| CallError::NoEndpoint {
-            service: service.to_string(),
-            reason: format!("the selector picked unknown endpoint {endpoint}"),
-        })?;
-        let started = stages::feedback::started(ep);
-        let result = stages::send::send(ep, &svc, method, body, content_type, options, deadline).await;
+        let ep = self
+            .registry
+            .endpoint(endpoint)
+            .ok_or_else(|| CallError::NoEndpoint {
+                service: service.to_string(),
+                reason: format!("the selector picked unknown endpoint {endpoint}"),
+            })?;
+        let started = stages::feedback::started(ep, now);
+        let budget = deadline - now;
+        let result = stages::send::send(
+            ep,
+            &svc,
+            method,
+            body,
+            content_type,
+            options,
+            deadline,
+            budget,
+        )
+        .await;
         stages::feedback::finished(&svc, ep, started, &result);
         result
     }

@@ -49,8 +49,13 @@ impl ClientConfig {
     }
 
     /// Sets (replaces) the endpoints of `service`.
-    pub fn endpoints(mut self, service: &str, addresses: impl IntoIterator<Item = EndpointSpec>) -> Self {
-        self.endpoints.insert(service.to_string(), addresses.into_iter().collect());
+    pub fn endpoints(
+        mut self,
+        service: &str,
+        addresses: impl IntoIterator<Item = EndpointSpec>,
+    ) -> Self {
+        self.endpoints
+            .insert(service.to_string(), addresses.into_iter().collect());
         self
     }
 }
@@ -63,12 +68,12 @@ pub struct Endpoint {
     pub cell: Arc<EndpointCell>,
 }
 
-/// Route memo key: what a router may look at, besides the table.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct RouteKey {
-    pub method: String,
+/// A memoised route: what a router may look at besides the table and the method, and the
+/// candidate set it led to.
+pub struct RouteMemo {
     pub tags: Vec<(String, String)>,
     pub consumer_app: String,
+    pub set: u32,
 }
 
 /// One service as the client holds it.
@@ -82,8 +87,9 @@ pub struct ServiceState {
     pub members: Vec<u32>,
     /// The set of all members (requests no router narrows).
     pub all_set: u32,
-    /// Router answers, memoised per request shape (the table does not change yet).
-    pub memo: Mutex<HashMap<RouteKey, u32>>,
+    /// Router answers per method, then per request shape (looked up without allocating;
+    /// the table does not change yet).
+    pub memo: Mutex<rustc_hash::FxHashMap<String, Vec<RouteMemo>>>,
     pub consumer_app: Option<String>,
 }
 
@@ -103,7 +109,7 @@ pub struct Registry {
     pub plugins: BTreeMap<String, LoadedPlugin>,
     /// By endpoint id (ids are the plugin host's, so this may have holes).
     pub endpoints: Vec<Option<Endpoint>>,
-    pub services: HashMap<String, Arc<ServiceState>>,
+    pub services: rustc_hash::FxHashMap<String, Arc<ServiceState>>,
     /// Serializers by the content type they write, to decode responses.
     pub serializers: HashMap<String, Arc<SerializerPlugin>>,
 }
@@ -146,7 +152,11 @@ impl Registry {
                     endpoints[slot] = Some(Endpoint {
                         id,
                         spec: spec.clone(),
-                        link: EndpointLink::new(spec.address.clone(), config.limits, config.keepalive),
+                        link: EndpointLink::new(
+                            spec.address.clone(),
+                            config.limits,
+                            config.keepalive,
+                        ),
                         cell,
                     });
                 }
@@ -183,7 +193,7 @@ impl Registry {
             }
         }
 
-        let mut services = HashMap::new();
+        let mut services = rustc_hash::FxHashMap::default();
         for (service, members) in members_of {
             let slots = manifest.slots_for(&service);
             let pick = |name: &Option<String>| name.as_ref().and_then(|n| plugins.get(n));
@@ -218,7 +228,7 @@ impl Registry {
                     routers,
                     members,
                     all_set,
-                    memo: Mutex::new(HashMap::new()),
+                    memo: Mutex::new(rustc_hash::FxHashMap::default()),
                     consumer_app: config.consumer_app.clone(),
                 }),
             );

@@ -432,7 +432,10 @@ impl Manifest {
                     },
                 };
                 if spec.address.parse::<std::net::SocketAddr>().is_err()
-                    && spec.address.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+                    && spec
+                        .address
+                        .rsplit_once(':')
+                        .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
                 {
                     return Err(err(&key, format!("`{}` is not host:port", spec.address)));
                 }

@@ -155,11 +155,17 @@ impl PluginHost {
             }
             PluginKind::Selector => {
                 let (instances, report) = self.instances::<SelectorKind>(spec, &stats)?;
-                (Plugin::Selector(Arc::new(SelectorPlugin::new(instances))), report)
+                (
+                    Plugin::Selector(Arc::new(SelectorPlugin::new(instances))),
+                    report,
+                )
             }
             PluginKind::Router => {
                 let (instances, report) = self.instances::<RouterKind>(spec, &stats)?;
-                (Plugin::Router(Arc::new(RouterPlugin::new(instances))), report)
+                (
+                    Plugin::Router(Arc::new(RouterPlugin::new(instances))),
+                    report,
+                )
             }
             PluginKind::HealthScorer => {
                 let (instances, report) = self.instances::<HealthScorerKind>(spec, &stats)?;

@@ -19,6 +19,7 @@ pub struct Context {
 impl Context {
     /// Time left before the deadline (`None`: unbounded).
     pub fn remaining(&self) -> Option<std::time::Duration> {
-        self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
     }
 }

@@ -59,10 +59,14 @@ impl Status {
 }
 
 /// A raw handler.
-pub type Handler = Arc<dyn Fn(Request) -> BoxFuture<'static, Result<Response, Status>> + Send + Sync>;
+pub type Handler =
+    Arc<dyn Fn(Request) -> BoxFuture<'static, Result<Response, Status>> + Send + Sync>;
 
 /// Wraps a typed function as a raw handler.
-pub fn typed<Req, Resp, F, Fut>(serializers: Arc<HashMap<String, Arc<SerializerPlugin>>>, f: F) -> Handler
+pub fn typed<Req, Resp, F, Fut>(
+    serializers: Arc<HashMap<String, Arc<SerializerPlugin>>>,
+    f: F,
+) -> Handler
 where
     Req: serde::de::DeserializeOwned + Send + 'static,
     Resp: serde::Serialize + Send + 'static,
@@ -74,13 +78,16 @@ where
         let serializers = serializers.clone();
         let f = f.clone();
         Box::pin(async move {
-            let serializer = serializers.get(&request.content_type).cloned().ok_or_else(|| {
-                Status::bad_request(format!(
-                    "content type `{}` is not served here (serializers: {})",
-                    request.content_type,
-                    serializers.keys().cloned().collect::<Vec<_>>().join(", ")
-                ))
-            })?;
+            let serializer = serializers
+                .get(&request.content_type)
+                .cloned()
+                .ok_or_else(|| {
+                    Status::bad_request(format!(
+                        "content type `{}` is not served here (serializers: {})",
+                        request.content_type,
+                        serializers.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ))
+                })?;
             let value = serializer
                 .decode(&request.payload)
                 .map_err(|e| Status::bad_request(format!("cannot decode the request: {e}")))?;

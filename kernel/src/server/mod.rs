@@ -16,8 +16,10 @@ pub use context::Context;
 pub use handler::{Handler, Request, Response, Status};
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,9 +35,10 @@ use crate::wire::{Frame, Limits};
 /// Builds a server: handlers, plugins, limits.
 #[derive(Default)]
 pub struct ServerBuilder {
-    handlers: HashMap<(String, String), Handler>,
+    /// service → method → handler (looked up by `&str`, no allocation per request).
+    handlers: FxHashMap<String, FxHashMap<String, Handler>>,
     /// Services whose every method one handler serves (`echo`).
-    any_method: HashMap<String, Handler>,
+    any_method: FxHashMap<String, Handler>,
     limiter: Option<Arc<LimiterPlugin>>,
     serializers: HashMap<String, Arc<SerializerPlugin>>,
     limits: Limits,
@@ -49,7 +52,9 @@ impl ServerBuilder {
     /// Registers a raw handler for `service/method`.
     pub fn method(mut self, service: &str, method: &str, handler: Handler) -> Self {
         self.handlers
-            .insert((service.to_string(), method.to_string()), handler);
+            .entry(service.to_string())
+            .or_default()
+            .insert(method.to_string(), handler);
         self
     }
 
@@ -127,7 +132,7 @@ impl ServerBuilder {
             handlers: self.handlers,
             any_method: self.any_method,
             limiter: self.limiter,
-            closing: closing_rx.clone(),
+            closing: AtomicBool::new(false),
             in_flight: Arc::new(AtomicUsize::new(0)),
         });
         let limits = self.limits;
@@ -149,7 +154,13 @@ impl ServerBuilder {
                         continue;
                     }
                 };
-                tokio::spawn(serve::connection(stream, peer, p.clone(), limits, closing_rx.clone()));
+                tokio::spawn(serve::connection(
+                    stream,
+                    peer,
+                    p.clone(),
+                    limits,
+                    closing_rx.clone(),
+                ));
             }
         });
         Ok(Server {
@@ -183,6 +194,7 @@ impl Server {
     /// Stops outside-in: stop accepting, tell connected callers (goaway), answer new
     /// requests `shutting_down`, wait up to `drain` for the requests in flight.
     pub async fn shutdown(self, drain: Duration) {
+        self.pipeline.closing.store(true, Ordering::Relaxed);
         let _ = self.closing.send(true);
         self.accept.abort();
         let deadline = tokio::time::Instant::now() + drain;
@@ -194,10 +206,11 @@ impl Server {
 
 /// The server pipeline (implements the transport's [`Dispatch`]).
 pub struct Pipeline {
-    handlers: HashMap<(String, String), Handler>,
-    any_method: HashMap<String, Handler>,
+    handlers: FxHashMap<String, FxHashMap<String, Handler>>,
+    any_method: FxHashMap<String, Handler>,
     limiter: Option<Arc<LimiterPlugin>>,
-    closing: watch::Receiver<bool>,
+    /// Set when the server starts stopping (read per request: an atomic, not the watch).
+    closing: AtomicBool,
     /// Requests being handled.
     in_flight: Arc<AtomicUsize>,
 }

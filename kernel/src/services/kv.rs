@@ -52,7 +52,10 @@ pub fn register(builder: ServerBuilder) -> ServerBuilder {
                 .cloned();
             async move {
                 match found {
-                    Some(value) => Ok(Entry { key: req.key, value }),
+                    Some(value) => Ok(Entry {
+                        key: req.key,
+                        value,
+                    }),
                     None => Err(Status::business(format!("no key `{}`", req.key))),
                 }
             }

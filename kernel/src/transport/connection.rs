@@ -116,7 +116,9 @@ impl Connection {
                         break e.to_string();
                     }
                     Some(Ok(frame)) => {
-                        reader_shared.last_read_ns.store(crate::facts::now_ns(), Relaxed);
+                        reader_shared
+                            .last_read_ns
+                            .store(crate::facts::now_ns(), Relaxed);
                         match frame.kind {
                             Kind::Response => {
                                 let waiter = reader_shared

@@ -69,7 +69,11 @@ impl EndpointLink {
                 if Instant::now() < at {
                     return Err(TransportError::Connect {
                         addr: self.addr.clone(),
-                        reason: format!("{} (next attempt in {:?})", b.last_error, at - Instant::now()),
+                        reason: format!(
+                            "{} (next attempt in {:?})",
+                            b.last_error,
+                            at - Instant::now()
+                        ),
                     });
                 }
             }

@@ -53,7 +53,9 @@ impl TransportError {
     pub fn not_sent(&self) -> bool {
         matches!(
             self,
-            TransportError::Connect { .. } | TransportError::Draining { .. } | TransportError::Frame(_)
+            TransportError::Connect { .. }
+                | TransportError::Draining { .. }
+                | TransportError::Frame(_)
         )
     }
 }

@@ -74,14 +74,20 @@ pub async fn connection<D: Dispatch>(
         match frame.kind {
             Kind::Request => {
                 let id = frame.id;
+                let mut response = dispatch.clone().dispatch(frame, peer);
+                // Most requests finish on their first poll (echo, a cache hit, a refusal):
+                // answer those inline and spawn a task only for the ones that wait.
+                if let std::task::Poll::Ready(r) = futures::poll!(response.as_mut()) {
+                    let _ = tx.send(r).await;
+                    continue;
+                }
                 let tx = tx.clone();
-                let d = dispatch.clone();
                 let map = in_flight.clone();
                 // Hold the map while spawning, so the task's own removal comes after the
                 // insertion and no finished request is left behind in it.
                 let mut tasks = in_flight.lock().unwrap_or_else(|e| e.into_inner());
                 let task = tokio::spawn(async move {
-                    let response = d.dispatch(frame, peer).await;
+                    let response = response.await;
                     map.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
                     let _ = tx.send(response).await;
                 });

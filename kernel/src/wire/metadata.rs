@@ -102,7 +102,9 @@ impl Metadata {
         let mut m = Metadata::default();
         while src.has_remaining() {
             if src.remaining() < 3 {
-                return Err(WireError::Malformed("metadata ends inside a field header".into()));
+                return Err(WireError::Malformed(
+                    "metadata ends inside a field header".into(),
+                ));
             }
             let tag = src.get_u8();
             let len = usize::from(src.get_u16());

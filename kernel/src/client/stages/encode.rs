@@ -26,9 +26,15 @@ pub fn encode(svc: &Arc<ServiceState>, value: &Value) -> Result<(Bytes, String),
 
 /// Decodes a response with the serializer of its content type.
 pub fn decode(registry: &Registry, reply: &Reply) -> Result<Value, CallError> {
-    let serializer = registry.serializers.get(&reply.content_type).ok_or_else(|| {
-        CallError::Decode(format!("no serializer for content type `{}`", reply.content_type))
-    })?;
+    let serializer = registry
+        .serializers
+        .get(&reply.content_type)
+        .ok_or_else(|| {
+            CallError::Decode(format!(
+                "no serializer for content type `{}`",
+                reply.content_type
+            ))
+        })?;
     serializer
         .decode(&reply.payload)
         .map_err(|e| CallError::Decode(e.to_string()))

@@ -9,10 +9,11 @@ use crate::plugin::bindings::wit::{Outcome, OutcomeClass};
 use crate::transport::TransportError;
 use crate::wire::ErrorClass;
 
-/// Marks a request as in flight; returns when it started.
-pub fn started(ep: &Endpoint) -> Instant {
+/// Marks a request as in flight; returns when it started (`now`, read once per call by
+/// the caller).
+pub fn started(ep: &Endpoint, now: Instant) -> Instant {
     ep.cell.started();
-    Instant::now()
+    now
 }
 
 /// How an attempt's result counts for the endpoint.
@@ -32,7 +33,12 @@ pub fn classify(result: &Result<Reply, CallError>) -> OutcomeClass {
 }
 
 /// Records the outcome of an attempt that [`started`].
-pub fn finished(svc: &ServiceState, ep: &Endpoint, started: Instant, result: &Result<Reply, CallError>) {
+pub fn finished(
+    svc: &ServiceState,
+    ep: &Endpoint,
+    started: Instant,
+    result: &Result<Reply, CallError>,
+) {
     let latency_ns = started.elapsed().as_nanos() as u64;
     let class = classify(result);
     let fault = matches!(class, OutcomeClass::Timeout | OutcomeClass::Failure);

@@ -2,28 +2,39 @@
 //! request shape (method, tags, consumer app). The answer is memoised as a candidate set
 //! the selector already knows, so a call costs a hash lookup here, not a plugin call.
 
-use crate::client::registry::{RouteKey, ServiceState};
+use crate::client::registry::{RouteMemo, ServiceState};
+
+/// Request shapes remembered per method.
+const MAX_SHAPES_PER_METHOD: usize = 256;
 use crate::client::{CallError, CallOptions};
 use crate::plugin::kinds::router::RouteRequest;
 
 /// The candidate set for this request.
-pub fn candidates(svc: &ServiceState, method: &str, options: &CallOptions) -> Result<u32, CallError> {
+pub fn candidates(
+    svc: &ServiceState,
+    method: &str,
+    options: &CallOptions,
+) -> Result<u32, CallError> {
     if svc.routers.is_empty() {
         return Ok(svc.all_set);
     }
-    let key = RouteKey {
-        method: method.to_string(),
-        tags: options.tags.clone(),
-        consumer_app: options.consumer_app.clone().unwrap_or_default(),
-    };
-    if let Some(set) = svc.memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(*set);
+    let app = options.consumer_app.as_deref().unwrap_or("");
+    {
+        let memo = svc.memo.lock().unwrap_or_else(|e| e.into_inner());
+        let hit = memo.get(method).and_then(|shapes| {
+            shapes
+                .iter()
+                .find(|m| m.tags == options.tags && m.consumer_app == app)
+        });
+        if let Some(m) = hit {
+            return Ok(m.set);
+        }
     }
     let request = RouteRequest {
         service: svc.name.clone(),
-        method: key.method.clone(),
-        tags: key.tags.clone(),
-        consumer_app: key.consumer_app.clone(),
+        method: method.to_string(),
+        tags: options.tags.clone(),
+        consumer_app: app.to_string(),
     };
     let mut left = svc.members.clone();
     for router in &svc.routers {
@@ -36,9 +47,16 @@ pub fn candidates(svc: &ServiceState, method: &str, options: &CallOptions) -> Re
         });
     }
     let set = svc.selector.intern_set(&left);
-    svc.memo
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key, set);
+    let mut memo = svc.memo.lock().unwrap_or_else(|e| e.into_inner());
+    let shapes = memo.entry(method.to_string()).or_default();
+    // Bounded: request shapes come from callers; past this many per method, routes are
+    // recomputed rather than remembered.
+    if shapes.len() < MAX_SHAPES_PER_METHOD {
+        shapes.push(RouteMemo {
+            tags: request.tags,
+            consumer_app: request.consumer_app,
+            set,
+        });
+    }
     Ok(set)
 }

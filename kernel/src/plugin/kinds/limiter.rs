@@ -1,7 +1,6 @@
 //! The limiter slot. Safe default: admit or reject, as the manifest's `on-error` says
 //! (admit unless told otherwise: a broken limiter must not become an outage).
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use wasmtime::component::InstancePre;
 use wasmtime::Store;
@@ -50,13 +49,36 @@ struct Slot {
     known: Vec<Arc<LimitKey>>,
 }
 
+/// A key's parts as a request carries them, borrowed (no allocation to look one up).
+#[derive(Clone, Copy, Debug, Hash)]
+pub struct KeyParts<'a> {
+    pub service: &'a str,
+    pub method: &'a str,
+    pub consumer_app: &'a str,
+    pub consumer_ip: std::net::IpAddr,
+}
+
+impl KeyParts<'_> {
+    fn matches(&self, key: &LimitKey, ip: &std::net::IpAddr) -> bool {
+        key.service == self.service
+            && key.method == self.method
+            && key.consumer_app == self.consumer_app
+            && *ip == self.consumer_ip
+    }
+}
+
+/// Interned keys sharing one hash: the key, its IP (compared without formatting), its id.
+type Bucket = Vec<(Arc<LimitKey>, std::net::IpAddr, u32)>;
+
 /// A loaded limiter.
 pub struct LimiterPlugin {
     pool: Pool<Slot>,
     on_error_admit: bool,
-    /// Interned keys. Read per request, written once per new key.
-    ids: RwLock<HashMap<LimitKey, u32>>,
+    /// Interned keys, by the hash of their parts. Read per request, written once per new
+    /// key.
+    ids: RwLock<rustc_hash::FxHashMap<u64, Bucket>>,
     keys: RwLock<Vec<Arc<LimitKey>>>,
+    hasher: rustc_hash::FxBuildHasher,
 }
 
 /// The answer of [`LimiterPlugin::acquire`].
@@ -81,21 +103,59 @@ impl LimiterPlugin {
                     .collect(),
             ),
             on_error_admit,
-            ids: RwLock::new(HashMap::new()),
+            ids: RwLock::new(rustc_hash::FxHashMap::default()),
             keys: RwLock::new(Vec::new()),
+            hasher: rustc_hash::FxBuildHasher,
         }
     }
 
-    /// The id of `key`, interning it on first sight.
-    pub fn key_id(&self, key: &LimitKey) -> u32 {
-        if let Some(id) = self.ids.read().unwrap_or_else(|e| e.into_inner()).get(key) {
-            return *id;
+    /// The id of the key made of `parts`, interning it on first sight.
+    pub fn key_id_of(&self, parts: KeyParts<'_>) -> u32 {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one(parts);
+        let find = |bucket: &Bucket| {
+            bucket
+                .iter()
+                .find(|(k, ip, _)| parts.matches(k, ip))
+                .map(|(_, _, id)| *id)
+        };
+        if let Some(id) = self
+            .ids
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&hash)
+            .and_then(find)
+        {
+            return id;
         }
         let mut ids = self.ids.write().unwrap_or_else(|e| e.into_inner());
+        let bucket = ids.entry(hash).or_default();
+        if let Some(id) = find(bucket) {
+            return id;
+        }
+        let key = Arc::new(LimitKey {
+            service: parts.service.to_string(),
+            method: parts.method.to_string(),
+            consumer_app: parts.consumer_app.to_string(),
+            consumer_ip: parts.consumer_ip.to_string(),
+        });
         let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
-        *ids.entry(key.clone()).or_insert_with(|| {
-            keys.push(Arc::new(key.clone()));
-            (keys.len() - 1) as u32
+        let id = keys.len() as u32;
+        keys.push(key.clone());
+        bucket.push((key, parts.consumer_ip, id));
+        id
+    }
+
+    /// The id of `key` (its IP as text; an unparsable IP counts as unspecified).
+    pub fn key_id(&self, key: &LimitKey) -> u32 {
+        self.key_id_of(KeyParts {
+            service: &key.service,
+            method: &key.method,
+            consumer_app: &key.consumer_app,
+            consumer_ip: key
+                .consumer_ip
+                .parse()
+                .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
         })
     }
 

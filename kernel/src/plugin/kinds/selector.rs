@@ -96,8 +96,20 @@ pub struct Selection {
     pub by_plugin: bool,
 }
 
+/// Distinguishes selector plugins in the per-thread feedback buffers.
+static NEXT_SELECTOR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+thread_local! {
+    /// Outcomes waiting for delivery, per selector plugin, on this thread: a call adds to
+    /// its thread's buffer without taking the plugin's lock; a full buffer is delivered in
+    /// one `feedback` call.
+    static FEEDBACK: std::cell::RefCell<HashMap<u64, Vec<wit::Outcome>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
 /// A loaded selector.
 pub struct SelectorPlugin {
+    id: u64,
     pool: Pool<Slot>,
     /// Sets already defined, by their members (as given), so the same candidates always
     /// name the same set. Cleared with the table.
@@ -107,6 +119,7 @@ pub struct SelectorPlugin {
 impl SelectorPlugin {
     pub(crate) fn new(instances: Vec<Instance<SelectorKind>>) -> Self {
         SelectorPlugin {
+            id: NEXT_SELECTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pool: Pool::new(
                 instances
                     .into_iter()
@@ -182,9 +195,6 @@ impl SelectorPlugin {
             if set.ids.is_empty() {
                 return None;
             }
-            if slot.pending.len() >= FEEDBACK_BATCH {
-                slot.flush();
-            }
             let answer = match slot.ensure() {
                 Ok(()) => slot
                     .inst
@@ -210,19 +220,30 @@ impl SelectorPlugin {
         })
     }
 
-    /// Records a finished call; delivered to the plugin in batches.
+    /// Records a finished call; delivered to the plugin in batches of
+    /// [`FEEDBACK_BATCH`] from each thread.
     pub fn feedback(&self, outcome: wit::Outcome) {
-        self.pool.with(|slot| {
-            slot.pending.push(outcome);
-            if slot.pending.len() >= FEEDBACK_BATCH {
+        let full = FEEDBACK.with(|buffers| {
+            let mut buffers = buffers.borrow_mut();
+            let buffer = buffers.entry(self.id).or_default();
+            buffer.push(outcome);
+            (buffer.len() >= FEEDBACK_BATCH).then(|| std::mem::take(buffer))
+        });
+        if let Some(batch) = full {
+            self.pool.with(|slot| {
+                slot.pending.extend(batch);
                 slot.flush();
-            }
-        })
+            });
+        }
     }
 
-    /// Delivers buffered outcomes now.
+    /// Delivers the outcomes buffered on this thread now.
     pub fn flush_feedback(&self) {
-        self.pool.each(|slot| slot.flush());
+        let batch = FEEDBACK.with(|b| b.borrow_mut().remove(&self.id).unwrap_or_default());
+        self.pool.with(|slot| {
+            slot.pending.extend(batch);
+            slot.flush();
+        });
     }
 }
 

@@ -8,11 +8,11 @@ use crate::wire::{ErrorClass, Frame};
 
 pub async fn dispatch(p: &Pipeline, ctx: Context, request: Frame) -> Frame {
     let id = request.id;
-    let key = (ctx.service.clone(), ctx.method.clone());
     let Some(handler) = p
         .handlers
-        .get(&key)
-        .or_else(|| p.any_method.get(&ctx.service))
+        .get(ctx.service.as_str())
+        .and_then(|methods| methods.get(ctx.method.as_str()))
+        .or_else(|| p.any_method.get(ctx.service.as_str()))
         .cloned()
     else {
         return Frame::error(
@@ -22,7 +22,11 @@ pub async fn dispatch(p: &Pipeline, ctx: Context, request: Frame) -> Frame {
         );
     };
     if ctx.deadline.is_some_and(|d| d <= Instant::now()) {
-        return Frame::error(id, ErrorClass::DeadlineExceeded, "the deadline passed before the handler started");
+        return Frame::error(
+            id,
+            ErrorClass::DeadlineExceeded,
+            "the deadline passed before the handler started",
+        );
     }
     let deadline = ctx.deadline;
     let req = Request {
@@ -37,7 +41,13 @@ pub async fn dispatch(p: &Pipeline, ctx: Context, request: Frame) -> Frame {
     let result = match deadline {
         Some(d) => match tokio::time::timeout_at(d.into(), run).await {
             Ok(r) => r,
-            Err(_) => return Frame::error(id, ErrorClass::DeadlineExceeded, "the handler ran out of time"),
+            Err(_) => {
+                return Frame::error(
+                    id,
+                    ErrorClass::DeadlineExceeded,
+                    "the handler ran out of time",
+                )
+            }
         },
         None => run.await,
     };

@@ -11,13 +11,22 @@ use super::{Context, Pipeline};
 use crate::wire::{ErrorClass, Frame};
 
 /// Runs one request frame through the pipeline; always yields a response frame.
-pub async fn run(p: &Pipeline, request: Frame, peer: SocketAddr) -> Frame {
+pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
     let id = request.id;
-    if *p.closing.borrow() {
-        return Frame::error(id, ErrorClass::ShuttingDown, "the provider is shutting down");
+    if p.closing.load(Relaxed) {
+        return Frame::error(
+            id,
+            ErrorClass::ShuttingDown,
+            "the provider is shutting down",
+        );
     }
-    let (Some(service), Some(method)) = (request.meta.service.clone(), request.meta.method.clone()) else {
-        return Frame::error(id, ErrorClass::BadRequest, "a request needs a service and a method");
+    let (Some(service), Some(method)) = (request.meta.service.take(), request.meta.method.take())
+    else {
+        return Frame::error(
+            id,
+            ErrorClass::BadRequest,
+            "a request needs a service and a method",
+        );
     };
     p.in_flight.fetch_add(1, Relaxed);
     let _done = InFlight(p);
@@ -29,11 +38,11 @@ pub async fn run(p: &Pipeline, request: Frame, peer: SocketAddr) -> Frame {
             .deadline_us
             .map(|us| Instant::now() + Duration::from_micros(us)),
         peer,
-        consumer_app: request.meta.consumer_app.clone(),
-        tags: request.meta.tags.clone(),
+        consumer_app: request.meta.consumer_app.take(),
+        tags: std::mem::take(&mut request.meta.tags),
     };
     if let Err(frame) = limit::admit(p, &ctx, id) {
-        return frame;
+        return *frame;
     }
     dispatch::dispatch(p, ctx, request).await
 }

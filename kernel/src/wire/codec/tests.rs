@@ -5,7 +5,9 @@ use proptest::prelude::*;
 
 fn encode(frame: &Frame) -> BytesMut {
     let mut buf = BytesMut::new();
-    FrameCodec::default().encode(frame.clone(), &mut buf).unwrap();
+    FrameCodec::default()
+        .encode(frame.clone(), &mut buf)
+        .unwrap();
     buf
 }
 
@@ -45,7 +47,11 @@ fn decodes_from_byte_by_byte_reads() {
 #[test]
 fn two_frames_in_one_read() {
     let mut buf = encode(&sample());
-    buf.extend_from_slice(&encode(&Frame::error(8, ErrorClass::RateLimited, "slow down")));
+    buf.extend_from_slice(&encode(&Frame::error(
+        8,
+        ErrorClass::RateLimited,
+        "slow down",
+    )));
     let mut codec = FrameCodec::default();
     assert_eq!(codec.decode(&mut buf).unwrap().unwrap().id, 7);
     let second = codec.decode(&mut buf).unwrap().unwrap();
@@ -62,14 +68,23 @@ fn rejects_bad_magic_version_kind_and_sizes() {
     });
     let mut bad = good.clone();
     bad[0] = b'G';
-    assert!(matches!(codec.decode(&mut bad), Err(WireError::BadMagic(_))));
+    assert!(matches!(
+        codec.decode(&mut bad),
+        Err(WireError::BadMagic(_))
+    ));
     let mut bad = good.clone();
     bad[2] = 2;
     let err = codec.decode(&mut bad).unwrap_err();
-    assert!(err.to_string().contains("unsupported protocol version 2"), "{err}");
+    assert!(
+        err.to_string().contains("unsupported protocol version 2"),
+        "{err}"
+    );
     let mut bad = good.clone();
     bad[3] = 42;
-    assert!(matches!(codec.decode(&mut bad), Err(WireError::UnknownKind(42))));
+    assert!(matches!(
+        codec.decode(&mut bad),
+        Err(WireError::UnknownKind(42))
+    ));
     // The sample's metadata exceeds 16 bytes: refused from the header alone.
     let mut header_only = BytesMut::from(&good[..HEADER_LEN]);
     assert!(matches!(
@@ -97,7 +112,10 @@ fn the_sender_refuses_frames_over_its_limit_and_writes_nothing() {
     let big = Frame::response(1, None, Bytes::from(vec![0u8; 200]));
     assert!(matches!(
         codec.encode(big, &mut buf),
-        Err(WireError::FrameTooLarge { size: 222, limit: 100 })
+        Err(WireError::FrameTooLarge {
+            size: 222,
+            limit: 100
+        })
     ));
     assert_eq!(&buf[..], b"already here");
 }
