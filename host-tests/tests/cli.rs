@@ -146,20 +146,52 @@ fn bench_plugins_prints_one_json_object_with_the_floor_and_native_twins() {
 fn call_prints_the_answer_and_names_the_error_class_on_failure() {
     let cache = tempfile::tempdir().unwrap();
     let server = axle_host_tests::ServeProcess::start(&[]);
-    let ok = axle(&["call", "--endpoint", &server.addr, "echo/say", r#"{"a":[1,{"b":null}]}"#], cache.path());
+    let ok = axle(
+        &[
+            "call",
+            "--endpoint",
+            &server.addr,
+            "echo/say",
+            r#"{"a":[1,{"b":null}]}"#,
+        ],
+        cache.path(),
+    );
     assert!(ok.status.success(), "{}", text(&ok.stderr));
     let answer: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
     assert_eq!(answer, serde_json::json!({"a": [1, {"b": null}]}));
 
-    let missing = axle(&["call", "--endpoint", &server.addr, "kv/get", r#"{"key":"none"}"#], cache.path());
+    let missing = axle(
+        &[
+            "call",
+            "--endpoint",
+            &server.addr,
+            "kv/get",
+            r#"{"key":"none"}"#,
+        ],
+        cache.path(),
+    );
     assert_eq!(missing.status.code(), Some(2));
-    assert!(text(&missing.stderr).contains("call failed: business: no key `none`"), "{}", text(&missing.stderr));
+    assert!(
+        text(&missing.stderr).contains("call failed: business: no key `none`"),
+        "{}",
+        text(&missing.stderr)
+    );
 
-    let refused = axle(&["call", "--endpoint", "127.0.0.1:1", "echo/say", "{}"], cache.path());
+    let refused = axle(
+        &["call", "--endpoint", "127.0.0.1:1", "echo/say", "{}"],
+        cache.path(),
+    );
     assert_eq!(refused.status.code(), Some(2));
-    assert!(text(&refused.stderr).contains("call failed: transport: cannot connect"), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("call failed: transport: cannot connect"),
+        "{}",
+        text(&refused.stderr)
+    );
 
-    let bad = axle(&["call", "--endpoint", &server.addr, "echo", "{}"], cache.path());
+    let bad = axle(
+        &["call", "--endpoint", &server.addr, "echo", "{}"],
+        cache.path(),
+    );
     assert!(!bad.status.success());
     assert!(text(&bad.stderr).contains("SERVICE/METHOD"));
 }
@@ -167,10 +199,16 @@ fn call_prints_the_answer_and_names_the_error_class_on_failure() {
 #[test]
 fn demo_runs_three_providers_and_reports_each() {
     let cache = tempfile::tempdir().unwrap();
-    let run = axle(&["demo", "--seconds", "1", "--concurrency", "8"], cache.path());
+    let run = axle(
+        &["demo", "--seconds", "1", "--concurrency", "8"],
+        cache.path(),
+    );
     let out = text(&run.stdout);
     assert!(run.status.success(), "{out}\n{}", text(&run.stderr));
-    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("127.0.0.1:")).collect();
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("127.0.0.1:"))
+        .collect();
     assert_eq!(rows.len(), 3, "{out}");
     for row in rows {
         let requests: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
@@ -184,7 +222,10 @@ fn demo_runs_three_providers_and_reports_each() {
 #[test]
 fn bench_rpc_prints_every_system_and_the_ratios() {
     let cache = tempfile::tempdir().unwrap();
-    let run = axle(&["bench", "rpc", "--json", "--seconds", "0.3"], cache.path());
+    let run = axle(
+        &["bench", "rpc", "--json", "--seconds", "0.3"],
+        cache.path(),
+    );
     assert!(run.status.success(), "{}", text(&run.stderr));
     let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("one JSON object");
     let rows = report["rows"].as_array().unwrap();

@@ -346,3 +346,28 @@ async fn futures_join(handles: Vec<tokio::task::JoinHandle<bool>>) -> Vec<bool> 
     }
     out
 }
+
+#[test]
+fn a_peer_speaking_another_protocol_version_is_told_why_then_closed() {
+    let server = ServeProcess::start(&[]);
+    let mut peer = std::net::TcpStream::connect(&server.addr).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // A well-formed version-2 request header (magic, version 2, kind 1, no body).
+    let mut frame = vec![0xA5, 0x1E, 2, 1, 0, 0];
+    frame.extend_from_slice(&7u64.to_be_bytes());
+    frame.extend_from_slice(&0u32.to_be_bytes());
+    frame.extend_from_slice(&0u32.to_be_bytes());
+    peer.write_all(&frame).unwrap();
+    let mut answer = Vec::new();
+    peer.read_to_end(&mut answer)
+        .expect("the server answers, then closes");
+    assert!(answer.len() > axle::wire::HEADER_LEN, "{answer:?}");
+    assert_eq!(
+        &answer[..4],
+        &[0xA5, 0x1E, 1, 5],
+        "a version-1 goaway frame"
+    );
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.contains("unsupported protocol version 2"), "{text}");
+}
