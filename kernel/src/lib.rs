@@ -12,6 +12,7 @@
 pub mod bench;
 pub mod client;
 pub mod facts;
+pub mod governance;
 pub mod manifest;
 pub mod payload;
 pub mod plugin;

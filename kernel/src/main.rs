@@ -25,9 +25,24 @@ enum Command {
     /// Work with plugins.
     #[command(subcommand)]
     Plugins(PluginsCommand),
+    /// Inspect the manifest.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Measure.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// The effective governance of SERVICE/METHOD and the tier each value came from.
+    Explain {
+        /// `service/method`.
+        target: String,
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -87,6 +102,9 @@ fn main() -> ExitCode {
         Command::Demo(args) => runtime().and_then(|rt| rt.block_on(cli::demo::run(args))),
         Command::Serve(args) => runtime().and_then(|rt| rt.block_on(cli::serve::run(args))),
         Command::Call(args) => runtime().and_then(|rt| rt.block_on(cli::call::run(args))),
+        Command::Config(ConfigCommand::Explain { target, manifest }) => {
+            cli::config::explain(manifest.as_deref(), &target)
+        }
         Command::Plugins(PluginsCommand::Check { manifest }) => {
             cli::check::run(manifest.as_deref())
         }

@@ -29,6 +29,9 @@ pub struct Args {
     /// A request tag `key=value` (repeatable).
     #[arg(long = "tag")]
     tags: Vec<String>,
+    /// Mark the request as coming from outside (internal-only methods refuse it).
+    #[arg(long)]
+    external: bool,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -48,6 +51,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let client = Client::new(&host, config)?;
     let mut options = CallOptions {
         timeout: args.timeout_ms.map(Duration::from_millis),
+        external: args.external,
         ..CallOptions::default()
     };
     for tag in &args.tags {
@@ -57,10 +61,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         options = options.tag(k, v);
     }
     let value = payload::to_value(&json).map_err(|e| anyhow::anyhow!("{e}"))?;
-    match client.call_value(service, method, &value, &options).await {
+    match client
+        .call_value_at(service, method, &value, &options)
+        .await
+    {
         Ok(answer) => {
-            let json = payload::to_json(&answer).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let json = payload::to_json(&answer.value).map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{json}");
+            if answer.fallback {
+                eprintln!("axle: (the method's fallback answered: the call itself failed)");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {

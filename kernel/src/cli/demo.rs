@@ -58,7 +58,6 @@ fn providers() -> [FlakyConfig; 3] {
 
 struct PerEndpoint {
     latency_us: Histogram<u64>,
-    errors: u64,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -93,7 +92,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let stats: Arc<Mutex<BTreeMap<u32, PerEndpoint>>> = Arc::default();
     let done = Arc::new(AtomicU64::new(0));
-    let failed_no_endpoint = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let mut workers = Vec::new();
@@ -102,7 +101,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             client.clone(),
             stats.clone(),
             done.clone(),
-            failed_no_endpoint.clone(),
+            failed.clone(),
             stop.clone(),
         );
         workers.push(tokio::spawn(async move {
@@ -120,16 +119,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 done.fetch_add(1, Relaxed);
                 let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
                 match result {
-                    Ok((_, ep)) => {
-                        let e = s.entry(ep).or_insert_with(new_entry);
+                    Ok(answer) => {
+                        // Latency per endpoint that answered (a fallback has none).
+                        let key = answer.endpoint.unwrap_or(u32::MAX);
+                        let e = s.entry(key).or_insert_with(new_entry);
                         let _ = e.latency_us.record(us.max(1));
                     }
-                    Err(axle::client::CallError::Remote { .. })
-                    | Err(axle::client::CallError::Transport(_)) => {
-                        // Attribute to the endpoint by the facts: count per endpoint below.
-                        s.entry(u32::MAX).or_insert_with(new_entry).errors += 1;
-                    }
                     Err(_) => {
+                        // Failed calls; per endpoint, the facts' counts say where.
                         nep.fetch_add(1, Relaxed);
                     }
                 }
@@ -182,7 +179,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     println!(
         "\n{total_done} requests in {elapsed:.1}s ({:.0} req/s), {} failed",
         total_done as f64 / elapsed,
-        s.get(&u32::MAX).map_or(0, |e| e.errors) + failed_no_endpoint.load(Relaxed)
+        failed.load(Relaxed)
     );
     for server in servers {
         server.shutdown(Duration::from_secs(1)).await;
@@ -193,7 +190,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn new_entry() -> PerEndpoint {
     PerEndpoint {
         latency_us: Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds"),
-        errors: 0,
     }
 }
 

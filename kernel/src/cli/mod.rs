@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod call;
 pub mod check;
+pub mod config;
 pub mod demo;
 pub mod serve;
 

@@ -12,6 +12,9 @@ pub enum CallError {
     /// No endpoint is left for this request (none configured, or routing filtered all).
     #[error("no endpoint for {service}: {reason}")]
     NoEndpoint { service: String, reason: String },
+    /// The service+method breaker is open: the call failed fast, nothing was sent.
+    #[error("circuit open for {target}: failing fast")]
+    BreakerOpen { target: String },
     /// The request could not be encoded.
     #[error("cannot encode the request: {0}")]
     Encode(String),
@@ -36,6 +39,7 @@ impl CallError {
         match self {
             CallError::NoSuchService(_) => "not_found",
             CallError::NoEndpoint { .. } => "no_endpoint",
+            CallError::BreakerOpen { .. } => "breaker_open",
             CallError::Encode(_) => "bad_request",
             CallError::Decode(_) => "bad_response",
             CallError::Transport(TransportError::Timeout) => "deadline_exceeded",

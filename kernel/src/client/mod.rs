@@ -20,16 +20,20 @@ pub use options::CallOptions;
 pub use registry::{ClientConfig, EndpointView};
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::governance::breaker::Permit;
+use crate::governance::{Fallback, Governance};
 use crate::payload;
 use crate::plugin::kinds::serializer::Value;
 use crate::plugin::PluginHost;
 use registry::Registry;
+use registry::ServiceState;
+use stages::retry::Next;
 
 /// The answer of a raw call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,8 +42,20 @@ pub struct Reply {
     pub payload: Bytes,
     /// How the body is encoded.
     pub content_type: String,
-    /// The endpoint that answered.
-    pub endpoint: u32,
+    /// The endpoint that answered (none for a static fallback).
+    pub endpoint: Option<u32>,
+    /// Whether this is the method's fallback rather than a real answer.
+    pub fallback: bool,
+}
+
+/// A decoded answer, with where it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer<T> {
+    pub value: T,
+    /// The endpoint that answered (none for a static fallback).
+    pub endpoint: Option<u32>,
+    /// Whether this is the method's fallback rather than a real answer.
+    pub fallback: bool,
 }
 
 /// Makes calls to the services a manifest (or the caller) names.
@@ -84,26 +100,48 @@ impl Client {
         value: &Value,
         options: &CallOptions,
     ) -> Result<Value, CallError> {
-        Ok(self.call_value_at(service, method, value, options).await?.0)
+        Ok(self
+            .call_value_at(service, method, value, options)
+            .await?
+            .value)
     }
 
-    /// [`Client::call_value`], also saying which endpoint answered.
+    /// [`Client::call_value`], also saying which endpoint answered and whether the answer
+    /// is a fallback.
     pub async fn call_value_at(
         &self,
         service: &str,
         method: &str,
         value: &Value,
         options: &CallOptions,
-    ) -> Result<(Value, u32), CallError> {
+    ) -> Result<Answer<Value>, CallError> {
         let svc = self.registry.service(service)?;
         let (body, content_type) = stages::encode::encode(&svc, value)?;
         let reply = self
             .invoke(service, method, body, &content_type, options)
             .await?;
-        Ok((
-            stages::encode::decode(&self.registry, &reply)?,
-            reply.endpoint,
-        ))
+        Ok(Answer {
+            value: stages::encode::decode(&self.registry, &reply)?,
+            endpoint: reply.endpoint,
+            fallback: reply.fallback,
+        })
+    }
+
+    /// A typed call that also says whether the answer is a fallback.
+    pub async fn call_detailed<Req: Serialize + ?Sized, Resp: DeserializeOwned>(
+        &self,
+        service: &str,
+        method: &str,
+        req: &Req,
+        options: &CallOptions,
+    ) -> Result<Answer<Resp>, CallError> {
+        let value = payload::to_value(req).map_err(CallError::Encode)?;
+        let answer = self.call_value_at(service, method, &value, options).await?;
+        Ok(Answer {
+            value: payload::from_value(&answer.value).map_err(CallError::Decode)?,
+            endpoint: answer.endpoint,
+            fallback: answer.fallback,
+        })
     }
 
     /// A call whose payload is already bytes (content type `raw` unless `content_type`
@@ -119,7 +157,8 @@ impl Client {
             .await
     }
 
-    /// route → select → send → feedback, for one attempt.
+    /// The whole call: deadline → breaker → attempts (retries, failover, hedging) →
+    /// fallback.
     async fn invoke(
         &self,
         service: &str,
@@ -129,32 +168,281 @@ impl Client {
         options: &CallOptions,
     ) -> Result<Reply, CallError> {
         let svc = self.registry.service(service)?;
+        let policy = svc.policy(method);
+        let g = &policy.governance;
         let now = Instant::now();
-        let deadline = now + options.timeout.unwrap_or(svc.timeout);
-        let set = stages::route::candidates(&svc, method, options)?;
-        let endpoint = stages::select::pick(&svc, set, options)?;
-        let ep = self
-            .registry
-            .endpoint(endpoint)
-            .ok_or_else(|| CallError::NoEndpoint {
-                service: service.to_string(),
-                reason: format!("the selector picked unknown endpoint {endpoint}"),
-            })?;
-        let started = stages::feedback::started(ep, now);
-        let budget = deadline - now;
-        let result = stages::send::send(
-            ep,
-            &svc,
+        let deadline = now + options.timeout.unwrap_or(g.timeout());
+        let result = match policy.breaker.try_acquire() {
+            Permit::Rejected => Err(CallError::BreakerOpen {
+                target: format!("{service}/{method}"),
+            }),
+            permit => {
+                svc.budget.deposit();
+                let result = self
+                    .attempts(&svc, g, method, &body, content_type, options, deadline)
+                    .await;
+                let slow = policy.breaker.is_slow(now.elapsed());
+                policy
+                    .breaker
+                    .record(permit, stages::feedback::verdict(&result, slow));
+                result
+            }
+        };
+        match (result, &g.fallback) {
+            (Err(e), Some(fallback)) if options.fallback && stages::fallback::applies(&e) => {
+                tracing::debug!(service, method, "answering with the fallback: {e}");
+                self.fallback(&svc, fallback, body, content_type, options)
+                    .await
+            }
+            (result, _) => result,
+        }
+    }
+
+    /// Attempts until one succeeds, or a failure is final, or retries, budget or deadline
+    /// run out. The first attempt is hedged when the method says so.
+    #[allow(clippy::too_many_arguments)]
+    async fn attempts(
+        &self,
+        svc: &Arc<ServiceState>,
+        g: &Governance,
+        method: &str,
+        body: &Bytes,
+        content_type: &str,
+        options: &CallOptions,
+        deadline: Instant,
+    ) -> Result<Reply, CallError> {
+        let candidates = stages::route::candidates(svc, method, options)?;
+        let mut tried: Vec<u32> = Vec::new();
+        let mut retries_used = 0;
+        let hedge =
+            (g.idempotent && g.hedge_delay_ms > 0).then(|| Duration::from_millis(g.hedge_delay_ms));
+        loop {
+            let result = match hedge.filter(|_| tried.is_empty()) {
+                Some(delay) => {
+                    self.hedged(
+                        svc,
+                        method,
+                        body,
+                        content_type,
+                        options,
+                        deadline,
+                        &candidates,
+                        &mut tried,
+                        delay,
+                    )
+                    .await
+                }
+                None => {
+                    self.attempt(
+                        svc,
+                        method,
+                        body,
+                        content_type,
+                        options,
+                        deadline,
+                        &candidates,
+                        &mut tried,
+                    )
+                    .await
+                }
+            };
+            let err = match result {
+                Ok(reply) => return Ok(reply),
+                Err(e) => e,
+            };
+            match stages::retry::next(&err, g.idempotent) {
+                Next::Final => return Err(err),
+                Next::Retry if retries_used >= g.retries => return Err(err),
+                Next::Retry => {
+                    let wait = stages::retry::backoff(
+                        Duration::from_millis(g.retry_interval_ms),
+                        retries_used,
+                    );
+                    retries_used += 1;
+                    if !stages::retry::fits(wait, deadline) || !svc.budget.withdraw() {
+                        return Err(err);
+                    }
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+                Next::Failover => {
+                    if Instant::now() >= deadline || !svc.budget.withdraw() {
+                        return Err(err);
+                    }
+                }
+            }
+            if tried.len() >= candidates.members.len() {
+                return Err(err);
+            }
+        }
+    }
+
+    /// One attempt: select (excluding `tried`), send, feed the outcome back.
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt(
+        &self,
+        svc: &ServiceState,
+        method: &str,
+        body: &Bytes,
+        content_type: &str,
+        options: &CallOptions,
+        deadline: Instant,
+        candidates: &stages::route::Candidates,
+        tried: &mut Vec<u32>,
+    ) -> Result<Reply, CallError> {
+        let (id, permit) = stages::select::pick(&self.registry, svc, candidates, tried, options)?;
+        tried.push(id);
+        self.send_to(
+            svc,
+            id,
+            permit,
             method,
             body,
+            content_type,
+            options,
+            deadline,
+        )
+        .await
+    }
+
+    /// Sends to one chosen endpoint and records the outcome.
+    #[allow(clippy::too_many_arguments)]
+    async fn send_to(
+        &self,
+        svc: &ServiceState,
+        id: u32,
+        permit: Permit,
+        method: &str,
+        body: &Bytes,
+        content_type: &str,
+        options: &CallOptions,
+        deadline: Instant,
+    ) -> Result<Reply, CallError> {
+        let ep = self
+            .registry
+            .endpoint(id)
+            .ok_or_else(|| CallError::NoEndpoint {
+                service: svc.name.clone(),
+                reason: format!("unknown endpoint {id}"),
+            })?;
+        let now = Instant::now();
+        let started = stages::feedback::started(ep, now);
+        let budget = deadline.saturating_duration_since(now);
+        let result = stages::send::send(
+            ep,
+            svc,
+            method,
+            body.clone(),
             content_type,
             options,
             deadline,
             budget,
         )
         .await;
-        stages::feedback::finished(&svc, ep, started, &result);
+        stages::feedback::finished(svc, ep, permit, started, &result);
         result
+    }
+
+    /// The first attempt, with a backup to another endpoint if no answer came within
+    /// `delay`: the first success wins and the other is cancelled (dropping its future
+    /// sends a `cancel` frame). A backup needs the retry budget.
+    #[allow(clippy::too_many_arguments)]
+    async fn hedged(
+        &self,
+        svc: &Arc<ServiceState>,
+        method: &str,
+        body: &Bytes,
+        content_type: &str,
+        options: &CallOptions,
+        deadline: Instant,
+        candidates: &stages::route::Candidates,
+        tried: &mut Vec<u32>,
+        delay: Duration,
+    ) -> Result<Reply, CallError> {
+        let (first_id, first_permit) =
+            stages::select::pick(&self.registry, svc, candidates, tried, options)?;
+        tried.push(first_id);
+        let first = self.send_to(
+            svc,
+            first_id,
+            first_permit,
+            method,
+            body,
+            content_type,
+            options,
+            deadline,
+        );
+        tokio::pin!(first);
+        tokio::select! {
+            r = &mut first => return r,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        let backup = match stages::select::pick(&self.registry, svc, candidates, tried, options) {
+            Ok((id, permit)) if svc.budget.withdraw() => {
+                tried.push(id);
+                Some(self.send_to(
+                    svc,
+                    id,
+                    permit,
+                    method,
+                    body,
+                    content_type,
+                    options,
+                    deadline,
+                ))
+            }
+            _ => None,
+        };
+        let Some(backup) = backup else {
+            return first.await;
+        };
+        tokio::pin!(backup);
+        tokio::select! {
+            r = &mut first => match r {
+                Ok(reply) => Ok(reply),
+                Err(_) => backup.await,
+            },
+            r = &mut backup => match r {
+                Ok(reply) => Ok(reply),
+                Err(_) => first.await,
+            },
+        }
+    }
+
+    /// Answers with the method's fallback.
+    async fn fallback(
+        &self,
+        svc: &Arc<ServiceState>,
+        fallback: &Fallback,
+        body: Bytes,
+        content_type: &str,
+        options: &CallOptions,
+    ) -> Result<Reply, CallError> {
+        let mut reply = match fallback {
+            Fallback::Value(v) => {
+                let json = serde_json::to_value(v).map_err(|e| CallError::Encode(e.to_string()))?;
+                let value = payload::to_value(&json).map_err(CallError::Encode)?;
+                let (payload, content_type) = stages::encode::encode(svc, &value)?;
+                Reply {
+                    payload,
+                    content_type,
+                    endpoint: None,
+                    fallback: false,
+                }
+            }
+            Fallback::Call(target) => {
+                let (service, method) = target.split_once('/').unwrap_or((target, ""));
+                // The fallback's own failure is final: no fallback of a fallback.
+                let options = CallOptions {
+                    fallback: false,
+                    ..options.clone()
+                };
+                Box::pin(self.invoke(service, method, body, content_type, &options)).await?
+            }
+        };
+        reply.fallback = true;
+        Ok(reply)
     }
 
     /// Per-endpoint facts as this client measured them.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// What a caller may say about one call.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CallOptions {
     /// The whole call's budget (default: the service's, else
     /// [`crate::manifest::defaults::CALL_DEADLINE`]).
@@ -14,6 +14,23 @@ pub struct CallOptions {
     pub tags: Vec<(String, String)>,
     /// The calling application's name.
     pub consumer_app: Option<String>,
+    /// The request comes from outside the trust boundary (internal-only methods refuse).
+    pub external: bool,
+    /// Whether the method's fallback may answer when the call finally fails.
+    pub fallback: bool,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions {
+            timeout: None,
+            hash_key: 0,
+            tags: Vec::new(),
+            consumer_app: None,
+            external: false,
+            fallback: true,
+        }
+    }
 }
 
 impl CallOptions {
@@ -21,6 +38,16 @@ impl CallOptions {
     pub fn timeout(timeout: Duration) -> Self {
         CallOptions {
             timeout: Some(timeout),
+            ..CallOptions::default()
+        }
+    }
+
+    /// Options for a call made while handling a request: it inherits what is left of that
+    /// request's deadline (and its tags, so a lane stays a lane).
+    pub fn within(ctx: &crate::server::Context) -> Self {
+        CallOptions {
+            timeout: ctx.remaining(),
+            tags: ctx.tags.clone(),
             ..CallOptions::default()
         }
     }

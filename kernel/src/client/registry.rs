@@ -4,12 +4,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 
 use crate::facts::EndpointCell;
-use crate::manifest::{defaults, EndpointSpec, Manifest};
+use crate::governance::breaker::{Breaker, BreakerConfig};
+use crate::governance::budget::RetryBudget;
+use crate::governance::Governance;
+use crate::manifest::{EndpointSpec, Manifest};
 use crate::plugin::bindings::wit;
 use crate::plugin::kinds::router::RouterPlugin;
 use crate::plugin::kinds::selector::SelectorPlugin;
@@ -66,6 +68,8 @@ pub struct Endpoint {
     pub spec: EndpointSpec,
     pub link: EndpointLink,
     pub cell: Arc<EndpointCell>,
+    /// The per-endpoint breaker (thresholds from the global tier).
+    pub breaker: Breaker,
 }
 
 /// A memoised route: what a router may look at besides the table and the method, and the
@@ -74,17 +78,50 @@ pub struct RouteMemo {
     pub tags: Vec<(String, String)>,
     pub consumer_app: String,
     pub set: u32,
+    pub members: Arc<[u32]>,
+}
+
+/// One method's effective governance, and its breaker.
+pub struct MethodPolicy {
+    pub governance: Governance,
+    pub breaker: Breaker,
+}
+
+impl ServiceState {
+    /// The policy of `method`, resolved from the manifest's tiers on first use.
+    pub fn policy(&self, method: &str) -> Arc<MethodPolicy> {
+        let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = policies.get(method) {
+            return p.clone();
+        }
+        let governance = self.manifest.governance(&self.name, method);
+        let breaker = Breaker::new(
+            format!("{}/{method}", self.name),
+            BreakerConfig::from(&governance),
+        );
+        let p = Arc::new(MethodPolicy {
+            governance,
+            breaker,
+        });
+        policies.insert(method.to_string(), p.clone());
+        p
+    }
 }
 
 /// One service as the client holds it.
 pub struct ServiceState {
     pub name: String,
-    pub timeout: Duration,
+    /// The manifest's governance tiers (resolved per method on first use).
+    pub manifest: Arc<Manifest>,
+    /// Per method: effective governance and the service+method breaker.
+    pub policies: Mutex<rustc_hash::FxHashMap<String, Arc<MethodPolicy>>>,
+    /// Retries of all this service's calls share one budget.
+    pub budget: RetryBudget,
     pub serializer: Option<Arc<SerializerPlugin>>,
     pub selector: Arc<SelectorPlugin>,
     pub routers: Vec<Arc<RouterPlugin>>,
     /// The service's endpoint ids.
-    pub members: Vec<u32>,
+    pub members: Arc<[u32]>,
     /// The set of all members (requests no router narrows).
     pub all_set: u32,
     /// Router answers per method, then per request shape (looked up without allocating;
@@ -105,6 +142,7 @@ pub struct EndpointView {
 }
 
 pub struct Registry {
+    pub manifest: Arc<Manifest>,
     /// Kept for their counters (and so plugins live as long as the client).
     pub plugins: BTreeMap<String, LoadedPlugin>,
     /// By endpoint id (ids are the plugin host's, so this may have holes).
@@ -116,7 +154,8 @@ pub struct Registry {
 
 impl Registry {
     pub fn build(host: &PluginHost, config: ClientConfig) -> anyhow::Result<Registry> {
-        let manifest = &config.manifest;
+        let manifest = Arc::new(config.manifest.clone());
+        let endpoint_breakers = BreakerConfig::from(&manifest.governance("", ""));
         let mut per_service = manifest.endpoints.clone();
         per_service.extend(config.endpoints.clone());
 
@@ -158,6 +197,7 @@ impl Registry {
                             config.keepalive,
                         ),
                         cell,
+                        breaker: Breaker::new(spec.address.clone(), endpoint_breakers),
                     });
                 }
                 if !members.contains(&id) {
@@ -218,15 +258,18 @@ impl Registry {
                 })
                 .collect();
             let all_set = selector.intern_set(&members);
+            let g = manifest.governance(&service, "");
             services.insert(
                 service.clone(),
                 Arc::new(ServiceState {
                     name: service,
-                    timeout: defaults::CALL_DEADLINE,
+                    manifest: manifest.clone(),
+                    policies: Mutex::new(rustc_hash::FxHashMap::default()),
+                    budget: RetryBudget::new(g.retry_budget_ratio, g.retry_budget_min_per_s),
                     serializer,
                     selector,
                     routers,
-                    members,
+                    members: members.into(),
                     all_set,
                     memo: Mutex::new(rustc_hash::FxHashMap::default()),
                     consumer_app: config.consumer_app.clone(),
@@ -234,6 +277,7 @@ impl Registry {
             );
         }
         Ok(Registry {
+            manifest,
             plugins,
             endpoints,
             services,

@@ -149,6 +149,12 @@ pub struct Manifest {
     pub services: BTreeMap<String, Slots>,
     /// Per-service provider endpoints.
     pub endpoints: BTreeMap<String, Vec<EndpointSpec>>,
+    /// `[governance]`: the global tier.
+    pub governance: crate::governance::Layer,
+    /// `[services.<s>.governance]`: the service tier.
+    pub service_governance: BTreeMap<String, crate::governance::Layer>,
+    /// `[services.<s>.methods.<m>]`: the method tier.
+    pub method_governance: BTreeMap<(String, String), crate::governance::Layer>,
 }
 
 // ---- raw, as written -------------------------------------------------------------------
@@ -156,6 +162,8 @@ pub struct Manifest {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
+    #[serde(default)]
+    governance: crate::governance::Layer,
     #[serde(default)]
     serve: RawServe,
     #[serde(default)]
@@ -187,6 +195,10 @@ struct RawServe {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawService {
+    #[serde(default)]
+    governance: crate::governance::Layer,
+    #[serde(default)]
+    methods: BTreeMap<String, crate::governance::Layer>,
     #[serde(default)]
     slots: RawSlots,
     #[serde(default)]
@@ -282,6 +294,22 @@ impl Manifest {
                 err(&key, e.into_inner().to_string())
             })?;
 
+        let check_layer = |prefix: &str, layer: &crate::governance::Layer| {
+            layer
+                .validate()
+                .map_err(|(key, reason)| err(&format!("{prefix}{key}"), reason))
+        };
+        check_layer("governance.", &raw.governance)?;
+        let mut service_governance = BTreeMap::new();
+        let mut method_governance = BTreeMap::new();
+        for (name, svc) in &raw.services {
+            check_layer(&format!("services.{name}.governance."), &svc.governance)?;
+            service_governance.insert(name.clone(), svc.governance.clone());
+            for (method, layer) in &svc.methods {
+                check_layer(&format!("services.{name}.methods.{method}."), layer)?;
+                method_governance.insert((name.clone(), method.clone()), layer.clone());
+            }
+        }
         if let Err(reason) = raw.serve.flaky.validate() {
             return Err(err("serve.flaky", reason));
         }
@@ -452,7 +480,38 @@ impl Manifest {
             slots,
             services,
             endpoints,
+            governance: raw.governance,
+            service_governance,
+            method_governance,
         })
+    }
+
+    /// The effective governance of `service/method`, and where each value came from.
+    pub fn governance_explained(
+        &self,
+        service: &str,
+        method: &str,
+    ) -> (
+        crate::governance::Governance,
+        Vec<(&'static str, String, crate::governance::Tier)>,
+    ) {
+        use crate::governance::Tier;
+        let mut tiers = vec![(Tier::Global, &self.governance)];
+        if let Some(l) = self.service_governance.get(service) {
+            tiers.push((Tier::Service, l));
+        }
+        if let Some(l) = self
+            .method_governance
+            .get(&(service.to_string(), method.to_string()))
+        {
+            tiers.push((Tier::Method, l));
+        }
+        crate::governance::resolve(&tiers)
+    }
+
+    /// The effective governance of `service/method`.
+    pub fn governance(&self, service: &str, method: &str) -> crate::governance::Governance {
+        self.governance_explained(service, method).0
     }
 
     /// The plugin filling `slot` for `service`: the service's choice, else the default.

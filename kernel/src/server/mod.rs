@@ -42,6 +42,7 @@ pub struct ServerBuilder {
     limiter: Option<Arc<LimiterPlugin>>,
     serializers: HashMap<String, Arc<SerializerPlugin>>,
     limits: Limits,
+    manifest: Option<Arc<crate::manifest::Manifest>>,
 }
 
 impl ServerBuilder {
@@ -108,6 +109,7 @@ impl ServerBuilder {
     ) -> anyhow::Result<Self> {
         use crate::manifest::PluginKind;
         use crate::plugin::Plugin;
+        self.manifest = Some(Arc::new(manifest.clone()));
         for spec in manifest.plugins.values() {
             let wanted = spec.kind == PluginKind::Serializer
                 || manifest.slots.limiter.as_deref() == Some(spec.name.as_str());
@@ -132,6 +134,7 @@ impl ServerBuilder {
             handlers: self.handlers,
             any_method: self.any_method,
             limiter: self.limiter,
+            guards: stages::protect::Guards::new(self.manifest),
             closing: AtomicBool::new(false),
             in_flight: Arc::new(AtomicUsize::new(0)),
         });
@@ -209,6 +212,8 @@ pub struct Pipeline {
     handlers: FxHashMap<String, FxHashMap<String, Handler>>,
     any_method: FxHashMap<String, Handler>,
     limiter: Option<Arc<LimiterPlugin>>,
+    /// Per-method governance: internal-only, concurrency guard, fuse.
+    guards: stages::protect::Guards,
     /// Set when the server starts stopping (read per request: an atomic, not the watch).
     closing: AtomicBool,
     /// Requests being handled.

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::client::registry::{Endpoint, ServiceState};
 use crate::client::{CallError, Reply};
+use crate::governance::breaker::{Permit, Verdict};
 use crate::plugin::bindings::wit::{Outcome, OutcomeClass};
 use crate::transport::TransportError;
 use crate::wire::ErrorClass;
@@ -32,14 +33,27 @@ pub fn classify(result: &Result<Reply, CallError>) -> OutcomeClass {
     }
 }
 
+/// How an attempt's result counts for a circuit breaker (see `governance::breaker`).
+pub fn verdict(result: &Result<Reply, CallError>, slow: bool) -> Verdict {
+    match classify(result) {
+        OutcomeClass::Success => Verdict::Success { slow },
+        OutcomeClass::Timeout | OutcomeClass::Failure => Verdict::Failure,
+        OutcomeClass::Rejected => Verdict::Ignored,
+    }
+}
+
 /// Records the outcome of an attempt that [`started`].
 pub fn finished(
     svc: &ServiceState,
     ep: &Endpoint,
+    permit: Permit,
     started: Instant,
     result: &Result<Reply, CallError>,
 ) {
-    let latency_ns = started.elapsed().as_nanos() as u64;
+    let elapsed = started.elapsed();
+    let latency_ns = elapsed.as_nanos() as u64;
+    ep.breaker
+        .record(permit, verdict(result, ep.breaker.is_slow(elapsed)));
     let class = classify(result);
     let fault = matches!(class, OutcomeClass::Timeout | OutcomeClass::Failure);
     ep.cell.finished(latency_ns, fault);

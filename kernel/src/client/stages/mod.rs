@@ -1,7 +1,9 @@
 //! The client pipeline's stages, in the order a call meets them.
 
 pub mod encode;
+pub mod fallback;
 pub mod feedback;
+pub mod retry;
 pub mod route;
 pub mod select;
 pub mod send;

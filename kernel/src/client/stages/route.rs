@@ -2,21 +2,33 @@
 //! request shape (method, tags, consumer app). The answer is memoised as a candidate set
 //! the selector already knows, so a call costs a hash lookup here, not a plugin call.
 
+use std::sync::Arc;
+
 use crate::client::registry::{RouteMemo, ServiceState};
+use crate::client::{CallError, CallOptions};
+use crate::plugin::kinds::router::RouteRequest;
 
 /// Request shapes remembered per method.
 const MAX_SHAPES_PER_METHOD: usize = 256;
-use crate::client::{CallError, CallOptions};
-use crate::plugin::kinds::router::RouteRequest;
+
+/// The candidates of a request: the selector's set id and its members.
+#[derive(Clone)]
+pub struct Candidates {
+    pub set: u32,
+    pub members: Arc<[u32]>,
+}
 
 /// The candidate set for this request.
 pub fn candidates(
     svc: &ServiceState,
     method: &str,
     options: &CallOptions,
-) -> Result<u32, CallError> {
+) -> Result<Candidates, CallError> {
     if svc.routers.is_empty() {
-        return Ok(svc.all_set);
+        return Ok(Candidates {
+            set: svc.all_set,
+            members: svc.members.clone(),
+        });
     }
     let app = options.consumer_app.as_deref().unwrap_or("");
     {
@@ -27,7 +39,10 @@ pub fn candidates(
                 .find(|m| m.tags == options.tags && m.consumer_app == app)
         });
         if let Some(m) = hit {
-            return Ok(m.set);
+            return Ok(Candidates {
+                set: m.set,
+                members: m.members.clone(),
+            });
         }
     }
     let request = RouteRequest {
@@ -36,7 +51,7 @@ pub fn candidates(
         tags: options.tags.clone(),
         consumer_app: app.to_string(),
     };
-    let mut left = svc.members.clone();
+    let mut left = svc.members.to_vec();
     for router in &svc.routers {
         left = router.route(&left, &request).endpoints;
     }
@@ -47,6 +62,7 @@ pub fn candidates(
         });
     }
     let set = svc.selector.intern_set(&left);
+    let members: Arc<[u32]> = left.into();
     let mut memo = svc.memo.lock().unwrap_or_else(|e| e.into_inner());
     let shapes = memo.entry(method.to_string()).or_default();
     // Bounded: request shapes come from callers; past this many per method, routes are
@@ -56,7 +72,8 @@ pub fn candidates(
             tags: request.tags,
             consumer_app: request.consumer_app,
             set,
+            members: members.clone(),
         });
     }
-    Ok(set)
+    Ok(Candidates { set, members })
 }

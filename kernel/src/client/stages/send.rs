@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use crate::client::registry::{Endpoint, ServiceState};
 use crate::client::{CallError, CallOptions, Reply};
-use crate::wire::Metadata;
+use crate::wire::{Metadata, FLAG_EXTERNAL};
 
 /// One attempt at one endpoint.
 #[allow(clippy::too_many_arguments)]
@@ -36,7 +36,8 @@ pub async fn send(
         content_type: Some(content_type.to_string()),
         ..Metadata::default()
     };
-    let frame = conn.call(0, meta, body, deadline).await?;
+    let flags = if options.external { FLAG_EXTERNAL } else { 0 };
+    let frame = conn.call(flags, meta, body, deadline).await?;
     match frame.meta.error_class {
         Some(class) => Err(CallError::Remote {
             class,
@@ -49,7 +50,8 @@ pub async fn send(
                 .meta
                 .content_type
                 .unwrap_or_else(|| crate::payload::RAW.to_string()),
-            endpoint: ep.id,
+            endpoint: Some(ep.id),
+            fallback: false,
         }),
     }
 }

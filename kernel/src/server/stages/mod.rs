@@ -2,13 +2,14 @@
 
 pub mod dispatch;
 pub mod limit;
+pub mod protect;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use super::{Context, Pipeline};
-use crate::wire::{ErrorClass, Frame};
+use crate::wire::{ErrorClass, Frame, FLAG_EXTERNAL};
 
 /// Runs one request frame through the pipeline; always yields a response frame.
 pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
@@ -41,10 +42,23 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
         consumer_app: request.meta.consumer_app.take(),
         tags: std::mem::take(&mut request.meta.tags),
     };
+    let external = request.flags & FLAG_EXTERNAL != 0;
+    let guard = p.guards.of(&ctx.service, &ctx.method);
+    if let Err(frame) = protect::check_internal(&guard, external, &ctx, id) {
+        return *frame;
+    }
     if let Err(frame) = limit::admit(p, &ctx, id) {
         return *frame;
     }
-    dispatch::dispatch(p, ctx, request).await
+    let _entry = match guard.guard.enter() {
+        Ok(entry) => entry,
+        Err(refusal) => return protect::refusal(refusal, &ctx, id),
+    };
+    let response = dispatch::dispatch(p, ctx, request).await;
+    if response.meta.error_class == Some(ErrorClass::Internal) {
+        guard.guard.unexpected_error();
+    }
+    response
 }
 
 struct InFlight<'a>(&'a Pipeline);

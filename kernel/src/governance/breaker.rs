@@ -1,0 +1,358 @@
+//! A circuit breaker (per service+method and per endpoint on the caller's side).
+//!
+//! Closed: calls flow; it opens on N consecutive failures, or — once the window holds the
+//! minimum number of calls — on a failure rate or a slow-call rate. Open: calls fail fast,
+//! touching neither discovery, plugins nor the network. After the break, half-open: a
+//! bounded number of probes go through; if all succeed it closes, the first failure opens
+//! it again.
+//!
+//! What counts (the caller classifies, see `client::stages::feedback`): transport failures,
+//! timeouts, `deadline_exceeded` and `internal` are failures. `business` errors are
+//! successes (the endpoint worked). Refusals that say nothing about health —
+//! `overloaded`, `shutting_down`, `rate_limited`, `not_found`, `bad_request`, `forbidden` —
+//! are not counted at all.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::Governance;
+
+/// The thresholds of one breaker.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BreakerConfig {
+    pub enabled: bool,
+    pub consecutive_failures: u32,
+    pub failure_rate: f64,
+    pub slow_rate: f64,
+    pub slow_call: Option<Duration>,
+    pub min_requests: u32,
+    pub window: Duration,
+    pub break_for: Duration,
+    pub half_open_probes: u32,
+}
+
+impl From<&Governance> for BreakerConfig {
+    fn from(g: &Governance) -> Self {
+        BreakerConfig {
+            enabled: g.breaker,
+            consecutive_failures: g.breaker_consecutive_failures,
+            failure_rate: g.breaker_failure_rate,
+            slow_rate: g.breaker_slow_rate,
+            slow_call: (g.breaker_slow_call_ms > 0)
+                .then(|| Duration::from_millis(g.breaker_slow_call_ms)),
+            min_requests: g.breaker_min_requests,
+            window: Duration::from_millis(g.breaker_window_ms),
+            break_for: Duration::from_millis(g.break_ms),
+            half_open_probes: g.half_open_probes,
+        }
+    }
+}
+
+/// The breaker's state, for people.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BreakerState {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+/// May a call go through?
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Permit {
+    /// Closed: go.
+    Allowed,
+    /// Half-open: go, as one of the probes.
+    Probe,
+    /// Open (or all probes taken): fail fast.
+    Rejected,
+}
+
+/// How a finished call counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Success {
+        slow: bool,
+    },
+    Failure,
+    /// Says nothing about health (a refusal).
+    Ignored,
+}
+
+enum Mode {
+    Closed,
+    Open { until: Instant },
+    HalfOpen { admitted: u32, succeeded: u32 },
+}
+
+struct State {
+    mode: Mode,
+    consecutive: u32,
+    window_start: Instant,
+    total: u32,
+    failures: u32,
+    slow: u32,
+}
+
+/// One circuit breaker.
+pub struct Breaker {
+    name: String,
+    config: BreakerConfig,
+    state: Mutex<State>,
+    opened: AtomicU64,
+}
+
+impl Breaker {
+    pub fn new(name: impl Into<String>, config: BreakerConfig) -> Self {
+        Breaker {
+            name: name.into(),
+            config,
+            state: Mutex::new(State {
+                mode: Mode::Closed,
+                consecutive: 0,
+                window_start: Instant::now(),
+                total: 0,
+                failures: 0,
+                slow: 0,
+            }),
+            opened: AtomicU64::new(0),
+        }
+    }
+
+    /// How many times it has opened.
+    pub fn times_opened(&self) -> u64 {
+        self.opened.load(Relaxed)
+    }
+
+    /// The state now.
+    pub fn state(&self) -> BreakerState {
+        match self.lock().mode {
+            Mode::Closed => BreakerState::Closed,
+            Mode::Open { until } if Instant::now() < until => BreakerState::Open,
+            Mode::Open { .. } | Mode::HalfOpen { .. } => BreakerState::HalfOpen,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks to let a call through.
+    pub fn try_acquire(&self) -> Permit {
+        if !self.config.enabled {
+            return Permit::Allowed;
+        }
+        let mut s = self.lock();
+        match s.mode {
+            Mode::Closed => Permit::Allowed,
+            Mode::Open { until } if Instant::now() < until => Permit::Rejected,
+            Mode::Open { .. } => {
+                tracing::info!(breaker = %self.name, "circuit half-open: letting probes through");
+                s.mode = Mode::HalfOpen {
+                    admitted: 1,
+                    succeeded: 0,
+                };
+                Permit::Probe
+            }
+            Mode::HalfOpen {
+                ref mut admitted, ..
+            } => {
+                if *admitted < self.config.half_open_probes {
+                    *admitted += 1;
+                    Permit::Probe
+                } else {
+                    Permit::Rejected
+                }
+            }
+        }
+    }
+
+    /// Records how a call that was let through ended.
+    pub fn record(&self, permit: Permit, verdict: Verdict) {
+        if !self.config.enabled || permit == Permit::Rejected {
+            return;
+        }
+        let now = Instant::now();
+        let mut s = self.lock();
+        if permit == Permit::Probe {
+            if let Mode::HalfOpen {
+                admitted,
+                succeeded,
+            } = &mut s.mode
+            {
+                match verdict {
+                    Verdict::Success { .. } => {
+                        *succeeded += 1;
+                        if *succeeded >= self.config.half_open_probes {
+                            tracing::info!(breaker = %self.name, "circuit closed");
+                            s.mode = Mode::Closed;
+                            s.consecutive = 0;
+                            s.window_start = now;
+                            s.total = 0;
+                            s.failures = 0;
+                            s.slow = 0;
+                        }
+                    }
+                    Verdict::Failure => self.open(&mut s, now, "a probe failed"),
+                    Verdict::Ignored => *admitted = admitted.saturating_sub(1),
+                }
+            }
+            return;
+        }
+        if !matches!(s.mode, Mode::Closed) {
+            return; // a call let through before the breaker opened
+        }
+        if now.duration_since(s.window_start) > self.config.window {
+            s.window_start = now;
+            s.total = 0;
+            s.failures = 0;
+            s.slow = 0;
+        }
+        match verdict {
+            Verdict::Ignored => return,
+            Verdict::Success { slow } => {
+                s.consecutive = 0;
+                s.total += 1;
+                s.slow += u32::from(slow && self.config.slow_call.is_some());
+            }
+            Verdict::Failure => {
+                s.consecutive += 1;
+                s.total += 1;
+                s.failures += 1;
+            }
+        }
+        let enough = s.total >= self.config.min_requests;
+        let total = f64::from(s.total.max(1));
+        let reason = if s.consecutive >= self.config.consecutive_failures {
+            Some(format!("{} consecutive failures", s.consecutive))
+        } else if enough && f64::from(s.failures) / total >= self.config.failure_rate {
+            Some(format!(
+                "failure rate {:.0}% over {} calls",
+                100.0 * f64::from(s.failures) / total,
+                s.total
+            ))
+        } else if enough
+            && self.config.slow_call.is_some()
+            && f64::from(s.slow) / total >= self.config.slow_rate
+        {
+            Some(format!(
+                "slow-call rate {:.0}% over {} calls",
+                100.0 * f64::from(s.slow) / total,
+                s.total
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            self.open(&mut s, now, &reason);
+        }
+    }
+
+    /// Whether a call of this latency counts as slow.
+    pub fn is_slow(&self, latency: Duration) -> bool {
+        self.config.slow_call.is_some_and(|t| latency >= t)
+    }
+
+    fn open(&self, s: &mut State, now: Instant, reason: &str) {
+        tracing::warn!(breaker = %self.name, "circuit open for {:?}: {reason}", self.config.break_for);
+        self.opened.fetch_add(1, Relaxed);
+        s.mode = Mode::Open {
+            until: now + self.config.break_for,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> BreakerConfig {
+        BreakerConfig {
+            enabled: true,
+            consecutive_failures: 3,
+            failure_rate: 0.5,
+            slow_rate: 0.5,
+            slow_call: Some(Duration::from_millis(100)),
+            min_requests: 10,
+            window: Duration::from_secs(60),
+            break_for: Duration::from_millis(30),
+            half_open_probes: 2,
+        }
+    }
+
+    fn fail(b: &Breaker, n: u32) {
+        for _ in 0..n {
+            let p = b.try_acquire();
+            b.record(p, Verdict::Failure);
+        }
+    }
+
+    #[test]
+    fn opens_on_consecutive_failures_then_probes_then_closes() {
+        let b = Breaker::new("t", config());
+        fail(&b, 2);
+        assert_eq!(b.state(), BreakerState::Closed);
+        fail(&b, 1);
+        assert_eq!(b.state(), BreakerState::Open);
+        assert_eq!(b.try_acquire(), Permit::Rejected);
+        std::thread::sleep(Duration::from_millis(40));
+        let p1 = b.try_acquire();
+        let p2 = b.try_acquire();
+        assert_eq!((p1, p2), (Permit::Probe, Permit::Probe));
+        assert_eq!(b.try_acquire(), Permit::Rejected, "probes are bounded");
+        b.record(p1, Verdict::Success { slow: false });
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        b.record(p2, Verdict::Success { slow: false });
+        assert_eq!(b.state(), BreakerState::Closed);
+        assert_eq!(b.times_opened(), 1);
+    }
+
+    #[test]
+    fn a_failed_probe_opens_it_again_and_refusals_do_not_count() {
+        let b = Breaker::new("t", config());
+        for _ in 0..100 {
+            let p = b.try_acquire();
+            b.record(p, Verdict::Ignored);
+        }
+        assert_eq!(b.state(), BreakerState::Closed, "refusals say nothing");
+        fail(&b, 3);
+        std::thread::sleep(Duration::from_millis(40));
+        let p = b.try_acquire();
+        b.record(p, Verdict::Failure);
+        assert_eq!(b.state(), BreakerState::Open);
+        assert_eq!(b.times_opened(), 2);
+    }
+
+    #[test]
+    fn rates_need_the_minimum_sample() {
+        let b = Breaker::new("t", config());
+        // Alternate failure and success: never 3 in a row, rate 50%.
+        for i in 0..9 {
+            let p = b.try_acquire();
+            b.record(
+                p,
+                if i % 2 == 0 {
+                    Verdict::Failure
+                } else {
+                    Verdict::Success { slow: false }
+                },
+            );
+        }
+        assert_eq!(
+            b.state(),
+            BreakerState::Closed,
+            "9 calls are below the minimum of 10"
+        );
+        let p = b.try_acquire();
+        b.record(p, Verdict::Success { slow: false });
+        let p = b.try_acquire();
+        b.record(p, Verdict::Failure);
+        assert_eq!(b.state(), BreakerState::Open, "6 of 11 failed");
+        let slow = Breaker::new("s", config());
+        for _ in 0..10 {
+            let p = slow.try_acquire();
+            slow.record(p, Verdict::Success { slow: true });
+        }
+        assert_eq!(slow.state(), BreakerState::Open, "all slow");
+    }
+}
