@@ -232,3 +232,39 @@ pub fn client_for(
     )
     .expect("client")
 }
+
+/// A client for `service` at `endpoints` whose governance is `governance` (TOML keys,
+/// e.g. `"retries = 3\nidempotent = true"`), set at the global tier (which the
+/// per-endpoint breakers follow) and the service tier.
+pub fn governed_client(
+    host: &PluginHost,
+    service: &str,
+    endpoints: Vec<axle::manifest::EndpointSpec>,
+    governance: &str,
+) -> axle::client::Client {
+    let mut m = Manifest::embedded().expect("embedded manifest");
+    m.endpoints.clear();
+    let layer: axle::governance::Layer = toml::from_str(governance).expect("governance TOML");
+    layer.validate().expect("valid governance");
+    m.governance = layer.clone();
+    m.service_governance.insert(service.to_string(), layer);
+    if let Some(p) = m.plugins.get_mut("round-robin") {
+        p.timeout_ms = 1000;
+    }
+    axle::client::Client::new(
+        host,
+        axle::client::ClientConfig::new(m).endpoints(service, endpoints),
+    )
+    .expect("client")
+}
+
+/// The embedded manifest with `extra` keys added to its `[governance]` table, written to
+/// a file in `dir` (for `axle serve --manifest`).
+pub fn manifest_with_governance(dir: &Path, extra: &str) -> PathBuf {
+    let base = axle::manifest::defaults::EMBEDDED_MANIFEST;
+    let text = base.replacen("[governance]\n", &format!("[governance]\n{extra}\n"), 1);
+    assert_ne!(text, base, "the embedded manifest has a [governance] table");
+    let path = dir.join("plugins.toml");
+    std::fs::write(&path, text).expect("write manifest");
+    path
+}

@@ -243,3 +243,53 @@ fn bench_rpc_prints_every_system_and_the_ratios() {
     assert!(report["ratios"]["axle_vs_raw"].as_f64().unwrap() > 0.0);
     assert_eq!(report["payload_bytes"], 1024);
 }
+
+#[test]
+fn config_explain_shows_each_value_and_its_tier() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = axle_host_tests::manifest_with_governance(dir.path(), "break-ms = 777");
+    let run = axle(
+        &[
+            "config",
+            "explain",
+            "kv/get",
+            "--manifest",
+            path.to_str().unwrap(),
+        ],
+        cache.path(),
+    );
+    let out = text(&run.stdout);
+    assert!(run.status.success(), "{out}");
+    let row = |key: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .unwrap_or_else(|| panic!("no {key} in {out}"))
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("idempotent"), ["true", "method"]);
+    assert_eq!(row("break-ms"), ["777", "global"]);
+    assert_eq!(row("retries"), ["2", "global"]);
+    assert_eq!(row("half-open-probes"), ["3", "default"]);
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[services.kv.methods.get]\nretries = 99\n").unwrap();
+    let run = axle(
+        &[
+            "config",
+            "explain",
+            "kv/get",
+            "--manifest",
+            bad.to_str().unwrap(),
+        ],
+        cache.path(),
+    );
+    let err = text(&run.stderr);
+    assert!(!run.status.success());
+    assert!(
+        err.contains("services.kv.methods.get.retries") && err.contains("between 0 and 10"),
+        "{err}"
+    );
+}

@@ -266,8 +266,11 @@ impl Client {
                         tokio::time::sleep(wait).await;
                     }
                 }
+                // Failover never re-runs a handler, and each endpoint is tried at most
+                // once per call, so it is bounded without the retry budget (as Finagle's
+                // requeues are kept apart from its retries).
                 Next::Failover => {
-                    if Instant::now() >= deadline || !svc.budget.withdraw() {
+                    if Instant::now() >= deadline {
                         return Err(err);
                     }
                 }

@@ -58,3 +58,29 @@ impl CallOptions {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn a_call_from_a_handler_inherits_the_remaining_deadline_and_tags() {
+        let ctx = crate::server::Context {
+            service: "s".into(),
+            method: "m".into(),
+            deadline: Some(Instant::now() + Duration::from_millis(300)),
+            peer: "127.0.0.1:1".parse().unwrap(),
+            consumer_app: None,
+            tags: vec![("lane".into(), "canary".into())],
+        };
+        let o = CallOptions::within(&ctx);
+        let left = o.timeout.unwrap();
+        assert!(
+            left <= Duration::from_millis(300) && left > Duration::from_millis(200),
+            "{left:?}"
+        );
+        assert_eq!(o.tags, ctx.tags);
+        assert!(o.fallback && !o.external);
+    }
+}

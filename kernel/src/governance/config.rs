@@ -197,7 +197,8 @@ mod tests {
         let service = layer("retries = 4\nbreaker = false");
         let method = layer("retries = 0\nfallback = { value = \"cached\" }");
         // (tiers present, key, expected value, expected tier)
-        let cases: &[(&[(Tier, &Layer)], &str, &str, Tier)] = &[
+        type Case<'a> = (&'a [(Tier, &'a Layer)], &'a str, &'a str, Tier);
+        let cases: &[Case] = &[
             (&[], "retries", "2", Tier::Default),
             (&[(Tier::Global, &global)], "retries", "1", Tier::Global),
             (

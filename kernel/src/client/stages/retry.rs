@@ -8,8 +8,8 @@
 //! - Everything else (`business`, `rate_limited`, `not_found`, `bad_request`, `forbidden`,
 //!   a frame over the size limit) is final.
 //!
-//! Every extra attempt also needs the service's retry budget, and none starts after the
-//! deadline.
+//! A retry also needs the service's retry budget; a failover does not (it never re-runs a
+//! handler, and each endpoint is tried once per call). None starts after the deadline.
 
 use std::time::{Duration, Instant};
 
