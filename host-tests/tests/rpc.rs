@@ -56,6 +56,11 @@ fn round_robin_splits_calls_into_exact_thirds() {
     for (addr, calls) in counts {
         assert_eq!(calls, 100, "{addr}");
     }
+    // Every pick came from the wasm selector itself, none from the kernel's fallback.
+    let stats = client.plugin_stats();
+    let (_, rr) = stats.iter().find(|(n, _)| n == "round-robin").unwrap();
+    assert!(rr.calls >= 300, "{rr:?}");
+    assert_eq!(rr.faults(), 0, "{rr:?}");
 }
 
 #[test]

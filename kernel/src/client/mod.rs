@@ -13,7 +13,7 @@
 mod error;
 mod options;
 mod registry;
-pub mod stages;
+pub(crate) mod stages;
 
 pub use error::CallError;
 pub use options::CallOptions;
@@ -56,6 +56,16 @@ pub struct Answer<T> {
     pub endpoint: Option<u32>,
     /// Whether this is the method's fallback rather than a real answer.
     pub fallback: bool,
+}
+
+/// One call on its way: what every attempt of it shares.
+pub(crate) struct Call<'a> {
+    pub svc: &'a Arc<ServiceState>,
+    pub method: &'a str,
+    pub body: &'a Bytes,
+    pub content_type: &'a str,
+    pub options: &'a CallOptions,
+    pub deadline: Instant,
 }
 
 /// Makes calls to the services a manifest (or the caller) names.
@@ -178,9 +188,15 @@ impl Client {
             }),
             permit => {
                 svc.budget.deposit();
-                let result = self
-                    .attempts(&svc, g, method, &body, content_type, options, deadline)
-                    .await;
+                let call = Call {
+                    svc: &svc,
+                    method,
+                    body: &body,
+                    content_type,
+                    options,
+                    deadline,
+                };
+                let result = self.attempts(&call, g).await;
                 let slow = policy.breaker.is_slow(now.elapsed());
                 policy
                     .breaker
@@ -200,51 +216,16 @@ impl Client {
 
     /// Attempts until one succeeds, or a failure is final, or retries, budget or deadline
     /// run out. The first attempt is hedged when the method says so.
-    #[allow(clippy::too_many_arguments)]
-    async fn attempts(
-        &self,
-        svc: &Arc<ServiceState>,
-        g: &Governance,
-        method: &str,
-        body: &Bytes,
-        content_type: &str,
-        options: &CallOptions,
-        deadline: Instant,
-    ) -> Result<Reply, CallError> {
-        let candidates = stages::route::candidates(svc, method, options)?;
+    async fn attempts(&self, call: &Call<'_>, g: &Governance) -> Result<Reply, CallError> {
+        let candidates = stages::route::candidates(call.svc, call.method, call.options)?;
         let mut tried: Vec<u32> = Vec::new();
         let mut retries_used = 0;
         let hedge =
             (g.idempotent && g.hedge_delay_ms > 0).then(|| Duration::from_millis(g.hedge_delay_ms));
         loop {
             let result = match hedge.filter(|_| tried.is_empty()) {
-                Some(delay) => {
-                    self.hedged(
-                        svc,
-                        method,
-                        body,
-                        content_type,
-                        options,
-                        deadline,
-                        &candidates,
-                        &mut tried,
-                        delay,
-                    )
-                    .await
-                }
-                None => {
-                    self.attempt(
-                        svc,
-                        method,
-                        body,
-                        content_type,
-                        options,
-                        deadline,
-                        &candidates,
-                        &mut tried,
-                    )
-                    .await
-                }
+                Some(delay) => self.hedged(call, &candidates, &mut tried, delay).await,
+                None => self.attempt(call, &candidates, &mut tried).await,
             };
             let err = match result {
                 Ok(reply) => return Ok(reply),
@@ -259,7 +240,7 @@ impl Client {
                         retries_used,
                     );
                     retries_used += 1;
-                    if !stages::retry::fits(wait, deadline) || !svc.budget.withdraw() {
+                    if !stages::retry::fits(wait, call.deadline) || !call.svc.budget.withdraw() {
                         return Err(err);
                     }
                     if !wait.is_zero() {
@@ -270,7 +251,7 @@ impl Client {
                 // once per call, so it is bounded without the retry budget (as Finagle's
                 // requeues are kept apart from its retries).
                 Next::Failover => {
-                    if Instant::now() >= deadline {
+                    if Instant::now() >= call.deadline {
                         return Err(err);
                     }
                 }
@@ -282,124 +263,65 @@ impl Client {
     }
 
     /// One attempt: select (excluding `tried`), send, feed the outcome back.
-    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
-        svc: &ServiceState,
-        method: &str,
-        body: &Bytes,
-        content_type: &str,
-        options: &CallOptions,
-        deadline: Instant,
+        call: &Call<'_>,
         candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
     ) -> Result<Reply, CallError> {
-        let (id, permit) = stages::select::pick(&self.registry, svc, candidates, tried, options)?;
+        let (id, permit) =
+            stages::select::pick(&self.registry, call.svc, candidates, tried, call.options)?;
         tried.push(id);
-        self.send_to(
-            svc,
-            id,
-            permit,
-            method,
-            body,
-            content_type,
-            options,
-            deadline,
-        )
-        .await
+        self.send_to(call, id, permit).await
     }
 
     /// Sends to one chosen endpoint and records the outcome.
-    #[allow(clippy::too_many_arguments)]
-    async fn send_to(
-        &self,
-        svc: &ServiceState,
-        id: u32,
-        permit: Permit,
-        method: &str,
-        body: &Bytes,
-        content_type: &str,
-        options: &CallOptions,
-        deadline: Instant,
-    ) -> Result<Reply, CallError> {
+    async fn send_to(&self, call: &Call<'_>, id: u32, permit: Permit) -> Result<Reply, CallError> {
         let ep = self
             .registry
             .endpoint(id)
             .ok_or_else(|| CallError::NoEndpoint {
-                service: svc.name.clone(),
+                service: call.svc.name.clone(),
                 reason: format!("unknown endpoint {id}"),
             })?;
         let now = Instant::now();
         let started = stages::feedback::started(ep, now);
-        let budget = deadline.saturating_duration_since(now);
-        let result = stages::send::send(
-            ep,
-            svc,
-            method,
-            body.clone(),
-            content_type,
-            options,
-            deadline,
-            budget,
-        )
-        .await;
-        stages::feedback::finished(svc, ep, permit, started, &result);
+        let result =
+            stages::send::send(ep, call, call.deadline.saturating_duration_since(now)).await;
+        stages::feedback::finished(call.svc, ep, permit, started, &result);
         result
     }
 
     /// The first attempt, with a backup to another endpoint if no answer came within
     /// `delay`: the first success wins and the other is cancelled (dropping its future
     /// sends a `cancel` frame). A backup needs the retry budget.
-    #[allow(clippy::too_many_arguments)]
     async fn hedged(
         &self,
-        svc: &Arc<ServiceState>,
-        method: &str,
-        body: &Bytes,
-        content_type: &str,
-        options: &CallOptions,
-        deadline: Instant,
+        call: &Call<'_>,
         candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
         delay: Duration,
     ) -> Result<Reply, CallError> {
         let (first_id, first_permit) =
-            stages::select::pick(&self.registry, svc, candidates, tried, options)?;
+            stages::select::pick(&self.registry, call.svc, candidates, tried, call.options)?;
         tried.push(first_id);
-        let first = self.send_to(
-            svc,
-            first_id,
-            first_permit,
-            method,
-            body,
-            content_type,
-            options,
-            deadline,
-        );
+        let first = self.send_to(call, first_id, first_permit);
         tokio::pin!(first);
         tokio::select! {
             r = &mut first => return r,
             _ = tokio::time::sleep(delay) => {}
         }
-        let backup = match stages::select::pick(&self.registry, svc, candidates, tried, options) {
-            Ok((id, permit)) if svc.budget.withdraw() => {
-                tried.push(id);
-                Some(self.send_to(
-                    svc,
-                    id,
-                    permit,
-                    method,
-                    body,
-                    content_type,
-                    options,
-                    deadline,
-                ))
-            }
-            _ => None,
-        };
-        let Some(backup) = backup else {
+        if !call.svc.budget.withdraw() {
             return first.await;
-        };
+        }
+        let backup =
+            match stages::select::pick(&self.registry, call.svc, candidates, tried, call.options) {
+                Ok((id, permit)) => {
+                    tried.push(id);
+                    self.send_to(call, id, permit)
+                }
+                Err(_) => return first.await,
+            };
         tokio::pin!(backup);
         tokio::select! {
             r = &mut first => match r {
@@ -446,6 +368,16 @@ impl Client {
         };
         reply.fallback = true;
         Ok(reply)
+    }
+
+    /// The counters of the plugins this client runs (calls, faults by cause, replaced
+    /// instances), by plugin name.
+    pub fn plugin_stats(&self) -> Vec<(String, crate::plugin::StatsSnapshot)> {
+        self.registry
+            .plugins
+            .iter()
+            .map(|(name, p)| (name.clone(), p.stats.snapshot()))
+            .collect()
     }
 
     /// Per-endpoint facts as this client measured them.

@@ -142,7 +142,6 @@ pub struct EndpointView {
 }
 
 pub struct Registry {
-    pub manifest: Arc<Manifest>,
     /// Kept for their counters (and so plugins live as long as the client).
     pub plugins: BTreeMap<String, LoadedPlugin>,
     /// By endpoint id (ids are the plugin host's, so this may have holes).
@@ -277,7 +276,6 @@ impl Registry {
             );
         }
         Ok(Registry {
-            manifest,
             plugins,
             endpoints,
             services,

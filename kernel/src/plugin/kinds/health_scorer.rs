@@ -1,42 +1,19 @@
 //! The health-scorer slot. Safe default: the previous verdict stands.
 
-use wasmtime::component::InstancePre;
-use wasmtime::Store;
-
-use crate::plugin::bindings::{health_scorer as b, wit};
-use crate::plugin::host_state::HostState;
+use crate::plugin::bindings::health_scorer as b;
 use crate::plugin::pool::Pool;
-use crate::plugin::sandbox::{Instance, Kind};
+use crate::plugin::sandbox::Instance;
 use crate::plugin::stats::Fault;
 
 pub use b::axle::spi::health::{HealthState, Verdict, WindowStats};
 
-/// Marker for the health-scorer world.
-pub struct HealthScorerKind;
-
-impl Kind for HealthScorerKind {
-    type Pre = b::HealthScorerPre<HostState>;
-    type Bindings = b::HealthScorer;
-
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
-        b::HealthScorerPre::new(pre)
-    }
-
-    fn instantiate(
-        pre: &Self::Pre,
-        store: &mut Store<HostState>,
-    ) -> wasmtime::Result<Self::Bindings> {
-        pre.instantiate(store)
-    }
-
-    fn init(
-        bindings: &Self::Bindings,
-        store: &mut Store<HostState>,
-        config: &Vec<(String, wit::ConfigValue)>,
-    ) -> wasmtime::Result<Result<(), String>> {
-        bindings.call_init(store, config)
-    }
-}
+crate::plugin::kinds::world_kind!(
+    HealthScorerKind,
+    health_scorer,
+    HealthScorer,
+    HealthScorerPre,
+    "health-scorer world"
+);
 
 /// The answer of [`HealthScorerPlugin::score`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,43 +2,15 @@
 //! (admit unless told otherwise: a broken limiter must not become an outage).
 
 use std::sync::{Arc, RwLock};
-use wasmtime::component::InstancePre;
-use wasmtime::Store;
 
-use crate::plugin::bindings::{limiter as b, wit};
-use crate::plugin::host_state::HostState;
+use crate::plugin::bindings::limiter as b;
 use crate::plugin::pool::Pool;
-use crate::plugin::sandbox::{Instance, Kind};
+use crate::plugin::sandbox::Instance;
 use crate::plugin::stats::Fault;
 
 pub use b::axle::spi::limits::{Admission, LimitKey};
 
-/// Marker for the limiter world.
-pub struct LimiterKind;
-
-impl Kind for LimiterKind {
-    type Pre = b::LimiterPre<HostState>;
-    type Bindings = b::Limiter;
-
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
-        b::LimiterPre::new(pre)
-    }
-
-    fn instantiate(
-        pre: &Self::Pre,
-        store: &mut Store<HostState>,
-    ) -> wasmtime::Result<Self::Bindings> {
-        pre.instantiate(store)
-    }
-
-    fn init(
-        bindings: &Self::Bindings,
-        store: &mut Store<HostState>,
-        config: &Vec<(String, wit::ConfigValue)>,
-    ) -> wasmtime::Result<Result<(), String>> {
-        bindings.call_init(store, config)
-    }
-}
+crate::plugin::kinds::world_kind!(LimiterKind, limiter, Limiter, LimiterPre, "limiter world");
 
 /// Rejections from a failed limiter ask callers to come back after this long.
 const FAIL_CLOSED_RETRY_AFTER_MS: u32 = 1000;

@@ -1,6 +1,43 @@
 //! One file per plugin kind: its world's bindings, how the kernel calls it, and its safe
 //! default when the plugin fails.
 
+/// Implements the sandbox's `Kind` for a plugin world: the generated `…Pre` checks the
+/// component's exports against the world, `instantiate` makes the typed bindings, and
+/// `init` hands the plugin its config.
+macro_rules! world_kind {
+    ($marker:ident, $module:ident, $bindings:ident, $pre:ident, $doc:literal) => {
+        #[doc = concat!("Marker for the ", $doc, ".")]
+        pub struct $marker;
+
+        impl crate::plugin::sandbox::Kind for $marker {
+            type Pre = crate::plugin::bindings::$module::$pre<crate::plugin::host_state::HostState>;
+            type Bindings = crate::plugin::bindings::$module::$bindings;
+
+            fn pre(
+                pre: wasmtime::component::InstancePre<crate::plugin::host_state::HostState>,
+            ) -> wasmtime::Result<Self::Pre> {
+                crate::plugin::bindings::$module::$pre::new(pre)
+            }
+
+            fn instantiate(
+                pre: &Self::Pre,
+                store: &mut wasmtime::Store<crate::plugin::host_state::HostState>,
+            ) -> wasmtime::Result<Self::Bindings> {
+                pre.instantiate(store)
+            }
+
+            fn init(
+                bindings: &Self::Bindings,
+                store: &mut wasmtime::Store<crate::plugin::host_state::HostState>,
+                config: &Vec<(String, crate::plugin::bindings::wit::ConfigValue)>,
+            ) -> wasmtime::Result<Result<(), String>> {
+                bindings.call_init(store, config)
+            }
+        }
+    };
+}
+pub(crate) use world_kind;
+
 pub mod floor;
 pub mod health_scorer;
 pub mod limiter;

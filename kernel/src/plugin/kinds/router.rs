@@ -1,43 +1,15 @@
 //! The router slot (ROUTE = FILTER). Safe default: no filtering (the candidates as given).
 
 use std::sync::Arc;
-use wasmtime::component::InstancePre;
-use wasmtime::Store;
 
 use crate::plugin::bindings::{router as b, wit};
-use crate::plugin::host_state::HostState;
 use crate::plugin::pool::Pool;
-use crate::plugin::sandbox::{Instance, Kind};
+use crate::plugin::sandbox::Instance;
 use crate::plugin::stats::Fault;
 
 pub use b::axle::spi::routing::Request as RouteRequest;
 
-/// Marker for the router world.
-pub struct RouterKind;
-
-impl Kind for RouterKind {
-    type Pre = b::RouterPre<HostState>;
-    type Bindings = b::Router;
-
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
-        b::RouterPre::new(pre)
-    }
-
-    fn instantiate(
-        pre: &Self::Pre,
-        store: &mut Store<HostState>,
-    ) -> wasmtime::Result<Self::Bindings> {
-        pre.instantiate(store)
-    }
-
-    fn init(
-        bindings: &Self::Bindings,
-        store: &mut Store<HostState>,
-        config: &Vec<(String, wit::ConfigValue)>,
-    ) -> wasmtime::Result<Result<(), String>> {
-        bindings.call_init(store, config)
-    }
-}
+crate::plugin::kinds::world_kind!(RouterKind, router, Router, RouterPre, "router world");
 
 struct Slot {
     inst: Instance<RouterKind>,

@@ -3,41 +3,19 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use wasmtime::component::InstancePre;
-use wasmtime::Store;
 
-use crate::plugin::bindings::{selector as b, wit};
-use crate::plugin::host_state::HostState;
+use crate::plugin::bindings::wit;
 use crate::plugin::pool::Pool;
-use crate::plugin::sandbox::{Instance, Kind};
+use crate::plugin::sandbox::Instance;
 use crate::plugin::stats::Fault;
 
-/// Marker for the selector world.
-pub struct SelectorKind;
-
-impl Kind for SelectorKind {
-    type Pre = b::SelectorPre<HostState>;
-    type Bindings = b::Selector;
-
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
-        b::SelectorPre::new(pre)
-    }
-
-    fn instantiate(
-        pre: &Self::Pre,
-        store: &mut Store<HostState>,
-    ) -> wasmtime::Result<Self::Bindings> {
-        pre.instantiate(store)
-    }
-
-    fn init(
-        bindings: &Self::Bindings,
-        store: &mut Store<HostState>,
-        config: &Vec<(String, wit::ConfigValue)>,
-    ) -> wasmtime::Result<Result<(), String>> {
-        bindings.call_init(store, config)
-    }
-}
+crate::plugin::kinds::world_kind!(
+    SelectorKind,
+    selector,
+    Selector,
+    SelectorPre,
+    "selector world"
+);
 
 /// Outcomes are fed back in batches of this many (DESIGN.md, "Budgets on the hot path").
 pub const FEEDBACK_BATCH: usize = 64;

@@ -1,43 +1,20 @@
 //! The serializer slot. Safe default: none — a failed encode or decode is an error to the
 //! caller (there is no safe guess at bytes).
 
-use wasmtime::component::InstancePre;
-use wasmtime::Store;
-
-use crate::plugin::bindings::{serializer as b, wit};
-use crate::plugin::host_state::HostState;
+use crate::plugin::bindings::serializer as b;
 use crate::plugin::pool::Pool;
-use crate::plugin::sandbox::{Instance, Kind};
+use crate::plugin::sandbox::Instance;
 use crate::plugin::stats::Fault;
 
 pub use b::axle::spi::values::{Node, Value};
 
-/// Marker for the serializer world.
-pub struct SerializerKind;
-
-impl Kind for SerializerKind {
-    type Pre = b::SerializerPre<HostState>;
-    type Bindings = b::Serializer;
-
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
-        b::SerializerPre::new(pre)
-    }
-
-    fn instantiate(
-        pre: &Self::Pre,
-        store: &mut Store<HostState>,
-    ) -> wasmtime::Result<Self::Bindings> {
-        pre.instantiate(store)
-    }
-
-    fn init(
-        bindings: &Self::Bindings,
-        store: &mut Store<HostState>,
-        config: &Vec<(String, wit::ConfigValue)>,
-    ) -> wasmtime::Result<Result<(), String>> {
-        bindings.call_init(store, config)
-    }
-}
+crate::plugin::kinds::world_kind!(
+    SerializerKind,
+    serializer,
+    Serializer,
+    SerializerPre,
+    "serializer world"
+);
 
 /// Why a payload could not be encoded or decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
