@@ -30,12 +30,15 @@ struct Shared {
     closed: AtomicBool,
     /// Nanoseconds (kernel clock) when a frame last arrived.
     last_read_ns: AtomicU64,
+    /// Wakes the reader and keep-alive tasks when the connection is closed from this side.
+    closing: tokio::sync::Notify,
 }
 
 impl Shared {
     fn fail_all(&self, reason: &str) {
         self.closed.store(true, Relaxed);
         self.draining.store(true, Relaxed);
+        self.closing.notify_waiters();
         let waiters: Vec<Waiter> = {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             pending.drain().map(|(_, w)| w).collect()
@@ -84,6 +87,7 @@ impl Connection {
             draining: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             last_read_ns: AtomicU64::new(crate::facts::now_ns()),
+            closing: tokio::sync::Notify::new(),
         });
 
         let writer_shared = shared.clone();
@@ -109,7 +113,17 @@ impl Connection {
         tokio::spawn(async move {
             let mut frames = FramedRead::new(read, FrameCodec::new(limits));
             let why = loop {
-                match frames.next().await {
+                // Register for the wake-up before checking the flag, so a close between the
+                // two is not missed.
+                let closing = reader_shared.closing.notified();
+                if reader_shared.closed.load(Relaxed) {
+                    break "closed by the caller".to_string();
+                }
+                let next = tokio::select! {
+                    next = frames.next() => next,
+                    _ = closing => break "closed by the caller".to_string(),
+                };
+                match next {
                     None => break "closed by the endpoint".to_string(),
                     Some(Err(e)) => {
                         tracing::warn!(addr = %reader_shared.addr, "closing the connection: {e}");
@@ -156,7 +170,10 @@ impl Connection {
             tick.tick().await;
             let mut ping_sent_ns: Option<u64> = None;
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = ka_shared.closing.notified() => return,
+                }
                 if ka_shared.closed.load(Relaxed) {
                     return;
                 }
@@ -288,6 +305,14 @@ impl Connection {
     /// Closes the connection: calls in flight fail with `Reset`.
     pub fn close(&self) {
         self.shared.fail_all("closed by the caller");
+    }
+}
+
+impl Drop for Connection {
+    /// The last handle is gone: stop the reader and keep-alive tasks; the writer then sees
+    /// its channel close and shuts the socket down.
+    fn drop(&mut self) {
+        self.shared.fail_all("connection dropped");
     }
 }
 

@@ -59,3 +59,6 @@ impl TransportError {
         )
     }
 }
+
+#[cfg(test)]
+mod tests;
