@@ -429,3 +429,51 @@ fn the_provider_fuse_and_internal_only_methods() {
             .unwrap();
     });
 }
+
+#[test]
+fn a_method_tier_can_choose_its_own_selector() {
+    let servers: Vec<ServeProcess> = (0..3).map(|_| ServeProcess::start(&[])).collect();
+    let t = TestHost::new();
+    let mut m = axle::manifest::Manifest::embedded().unwrap();
+    m.endpoints.clear();
+    m.method_governance.insert(
+        ("flaky".into(), "heavy".into()),
+        toml::from_str("selector = \"weighted-random\"").unwrap(),
+    );
+    let weights = [1u32, 1, 998];
+    let endpoints = servers.iter().zip(weights).map(|(s, w)| EndpointSpec {
+        weight: w,
+        ..EndpointSpec::new(&s.addr)
+    });
+    let client = Client::new(
+        &t.host,
+        axle::client::ClientConfig::new(m).endpoints("flaky", endpoints),
+    )
+    .unwrap();
+    let runtime = rt();
+    // The service's slot (round-robin) ignores weights: exact thirds.
+    runtime.block_on(async {
+        for _ in 0..300 {
+            client
+                .call_raw("flaky", "even", Bytes::new(), &CallOptions::default())
+                .await
+                .unwrap();
+        }
+    });
+    let even: Vec<u64> = servers.iter().map(|s| calls_at(&client, s)).collect();
+    assert_eq!(even, [100, 100, 100]);
+    // The method tier's weighted-random follows them.
+    runtime.block_on(async {
+        for _ in 0..300 {
+            client
+                .call_raw("flaky", "heavy", Bytes::new(), &CallOptions::default())
+                .await
+                .unwrap();
+        }
+    });
+    let heavy = calls_at(&client, &servers[2]) - 100;
+    assert!(
+        heavy >= 280,
+        "{heavy} of 300 went to the weight-998 endpoint"
+    );
+}

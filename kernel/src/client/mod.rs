@@ -61,6 +61,7 @@ pub struct Answer<T> {
 /// One call on its way: what every attempt of it shares.
 pub(crate) struct Call<'a> {
     pub svc: &'a Arc<ServiceState>,
+    pub policy: &'a registry::MethodPolicy,
     pub method: &'a str,
     pub body: &'a Bytes,
     pub content_type: &'a str,
@@ -190,6 +191,7 @@ impl Client {
                 svc.budget.deposit();
                 let call = Call {
                     svc: &svc,
+                    policy: &policy,
                     method,
                     body: &body,
                     content_type,
@@ -217,7 +219,8 @@ impl Client {
     /// Attempts until one succeeds, or a failure is final, or retries, budget or deadline
     /// run out. The first attempt is hedged when the method says so.
     async fn attempts(&self, call: &Call<'_>, g: &Governance) -> Result<Reply, CallError> {
-        let candidates = stages::route::candidates(call.svc, call.method, call.options)?;
+        let candidates =
+            stages::route::candidates(call.svc, call.policy, call.method, call.options)?;
         let mut tried: Vec<u32> = Vec::new();
         let mut retries_used = 0;
         let hedge =
@@ -269,8 +272,14 @@ impl Client {
         candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
     ) -> Result<Reply, CallError> {
-        let (id, permit) =
-            stages::select::pick(&self.registry, call.svc, candidates, tried, call.options)?;
+        let (id, permit) = stages::select::pick(
+            &self.registry,
+            call.svc,
+            &call.policy.selector,
+            candidates,
+            tried,
+            call.options,
+        )?;
         tried.push(id);
         self.send_to(call, id, permit).await
     }
@@ -288,7 +297,7 @@ impl Client {
         let started = stages::feedback::started(ep, now);
         let result =
             stages::send::send(ep, call, call.deadline.saturating_duration_since(now)).await;
-        stages::feedback::finished(call.svc, ep, permit, started, &result);
+        stages::feedback::finished(&call.policy.selector, ep, permit, started, &result);
         result
     }
 
@@ -302,8 +311,14 @@ impl Client {
         tried: &mut Vec<u32>,
         delay: Duration,
     ) -> Result<Reply, CallError> {
-        let (first_id, first_permit) =
-            stages::select::pick(&self.registry, call.svc, candidates, tried, call.options)?;
+        let (first_id, first_permit) = stages::select::pick(
+            &self.registry,
+            call.svc,
+            &call.policy.selector,
+            candidates,
+            tried,
+            call.options,
+        )?;
         tried.push(first_id);
         let first = self.send_to(call, first_id, first_permit);
         tokio::pin!(first);
@@ -314,14 +329,20 @@ impl Client {
         if !call.svc.budget.withdraw() {
             return first.await;
         }
-        let backup =
-            match stages::select::pick(&self.registry, call.svc, candidates, tried, call.options) {
-                Ok((id, permit)) => {
-                    tried.push(id);
-                    self.send_to(call, id, permit)
-                }
-                Err(_) => return first.await,
-            };
+        let backup = match stages::select::pick(
+            &self.registry,
+            call.svc,
+            &call.policy.selector,
+            candidates,
+            tried,
+            call.options,
+        ) {
+            Ok((id, permit)) => {
+                tried.push(id);
+                self.send_to(call, id, permit)
+            }
+            Err(_) => return first.await,
+        };
         tokio::pin!(backup);
         tokio::select! {
             r = &mut first => match r {

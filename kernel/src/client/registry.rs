@@ -81,10 +81,14 @@ pub struct RouteMemo {
     pub members: Arc<[u32]>,
 }
 
-/// One method's effective governance, and its breaker.
+/// One method's effective governance, its breaker, and its selector (the service's slot,
+/// or the one its governance names).
 pub struct MethodPolicy {
     pub governance: Governance,
     pub breaker: Breaker,
+    pub selector: Arc<SelectorPlugin>,
+    /// The set of all the service's members, in this selector.
+    pub all_set: u32,
 }
 
 impl ServiceState {
@@ -99,9 +103,17 @@ impl ServiceState {
             format!("{}/{method}", self.name),
             BreakerConfig::from(&governance),
         );
+        let selector = self
+            .selectors
+            .get(&governance.selector)
+            .cloned()
+            .unwrap_or_else(|| self.selector.clone());
+        let all_set = selector.intern_set(&self.members);
         let p = Arc::new(MethodPolicy {
             governance,
             breaker,
+            selector,
+            all_set,
         });
         policies.insert(method.to_string(), p.clone());
         p
@@ -119,11 +131,11 @@ pub struct ServiceState {
     pub budget: RetryBudget,
     pub serializer: Option<Arc<SerializerPlugin>>,
     pub selector: Arc<SelectorPlugin>,
+    /// Every loaded selector by name, for methods whose governance names one.
+    pub selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>>,
     pub routers: Vec<Arc<RouterPlugin>>,
     /// The service's endpoint ids.
     pub members: Arc<[u32]>,
-    /// The set of all members (requests no router narrows).
-    pub all_set: u32,
     /// Router answers per method, then per request shape (looked up without allocating;
     /// the table does not change yet).
     pub memo: Mutex<rustc_hash::FxHashMap<String, Vec<RouteMemo>>>,
@@ -166,6 +178,14 @@ impl Registry {
             wanted.extend(slots.selector.clone());
             wanted.extend(slots.routers.clone().unwrap_or_default());
         }
+        let layers = std::iter::once(&manifest.governance)
+            .chain(manifest.service_governance.values())
+            .chain(manifest.method_governance.values());
+        wanted.extend(
+            layers
+                .filter_map(|l| l.selector.clone())
+                .filter(|n| !n.is_empty()),
+        );
         let mut plugins = BTreeMap::new();
         for name in wanted {
             let spec = manifest
@@ -232,6 +252,15 @@ impl Registry {
             }
         }
 
+        let selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>> = Arc::new(
+            plugins
+                .iter()
+                .filter_map(|(name, p)| match &p.plugin {
+                    Plugin::Selector(s) => Some((name.clone(), s.clone())),
+                    _ => None,
+                })
+                .collect(),
+        );
         let mut services = rustc_hash::FxHashMap::default();
         for (service, members) in members_of {
             let slots = manifest.slots_for(&service);
@@ -256,7 +285,6 @@ impl Registry {
                     _ => None,
                 })
                 .collect();
-            let all_set = selector.intern_set(&members);
             let g = manifest.governance(&service, "");
             services.insert(
                 service.clone(),
@@ -267,9 +295,9 @@ impl Registry {
                     budget: RetryBudget::new(g.retry_budget_ratio, g.retry_budget_min_per_s),
                     serializer,
                     selector,
+                    selectors: selectors.clone(),
                     routers,
                     members: members.into(),
-                    all_set,
                     memo: Mutex::new(rustc_hash::FxHashMap::default()),
                     consumer_app: config.consumer_app.clone(),
                 }),

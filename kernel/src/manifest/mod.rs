@@ -443,6 +443,32 @@ impl Manifest {
             })
         };
         let slots = check_slots("slots.", raw.slots)?;
+        // A governance tier may pick the selector (shunt strategy) of its calls.
+        let mut layers: Vec<(String, &crate::governance::Layer)> =
+            vec![("governance.".into(), &raw.governance)];
+        for (name, svc) in &raw.services {
+            layers.push((format!("services.{name}.governance."), &svc.governance));
+            for (method, layer) in &svc.methods {
+                layers.push((format!("services.{name}.methods.{method}."), layer));
+            }
+        }
+        for (prefix, layer) in layers {
+            if let Some(name) = layer.selector.as_deref().filter(|n| !n.is_empty()) {
+                let key = format!("{prefix}selector");
+                match plugins.get(name) {
+                    None => {
+                        return Err(err(&key, format!("no plugin named `{name}` in [plugins]")))
+                    }
+                    Some(p) if p.kind != PluginKind::Selector => {
+                        return Err(err(
+                            &key,
+                            format!("`{name}` is a {}, not a selector", p.kind),
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
         let mut services = BTreeMap::new();
         let mut endpoints = BTreeMap::new();
         for (name, svc) in raw.services {

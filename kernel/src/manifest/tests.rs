@@ -56,6 +56,8 @@ fn errors_name_file_key_and_reason() {
         ("[services.kv.slots]\nlimiter = \"tb\"\n", "services.kv.slots.limiter", "no plugin named `tb`"),
         ("[plugins.\"a b\"]\nkind = \"selector\"\ncomponent = \"a.wasm\"\n", "plugins.a b", "plugin names use"),
         ("x = \n", "line 1", "not valid TOML"),
+        ("[governance]\nselector = \"nope\"\n", "governance.selector", "no plugin named `nope`"),
+        ("[plugins.j]\nkind = \"serializer\"\ncomponent = \"a.wasm\"\n[services.kv.methods.get]\nselector = \"j\"\n", "services.kv.methods.get.selector", "not a selector"),
     ];
     for (text, key, reason) in cases {
         let e = parse(text).expect_err(text);

@@ -3,10 +3,11 @@
 
 use std::time::Instant;
 
-use crate::client::registry::{Endpoint, ServiceState};
+use crate::client::registry::Endpoint;
 use crate::client::{CallError, Reply};
 use crate::governance::breaker::{Permit, Verdict};
 use crate::plugin::bindings::wit::{Outcome, OutcomeClass};
+use crate::plugin::kinds::selector::SelectorPlugin;
 use crate::transport::TransportError;
 use crate::wire::ErrorClass;
 
@@ -44,7 +45,7 @@ pub fn verdict(result: &Result<Reply, CallError>, slow: bool) -> Verdict {
 
 /// Records the outcome of an attempt that [`started`].
 pub fn finished(
-    svc: &ServiceState,
+    selector: &SelectorPlugin,
     ep: &Endpoint,
     permit: Permit,
     started: Instant,
@@ -57,7 +58,7 @@ pub fn finished(
     let class = classify(result);
     let fault = matches!(class, OutcomeClass::Timeout | OutcomeClass::Failure);
     ep.cell.finished(latency_ns, fault);
-    svc.selector.feedback(Outcome {
+    selector.feedback(Outcome {
         endpoint: ep.id,
         class,
         latency_ns,

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::client::registry::{RouteMemo, ServiceState};
+use crate::client::registry::{MethodPolicy, RouteMemo, ServiceState};
 use crate::client::{CallError, CallOptions};
 use crate::plugin::kinds::router::RouteRequest;
 
@@ -21,12 +21,13 @@ pub struct Candidates {
 /// The candidate set for this request.
 pub fn candidates(
     svc: &ServiceState,
+    policy: &MethodPolicy,
     method: &str,
     options: &CallOptions,
 ) -> Result<Candidates, CallError> {
     if svc.routers.is_empty() {
         return Ok(Candidates {
-            set: svc.all_set,
+            set: policy.all_set,
             members: svc.members.clone(),
         });
     }
@@ -61,7 +62,8 @@ pub fn candidates(
             reason: format!("no endpoint matches the route (tags {:?})", options.tags),
         });
     }
-    let set = svc.selector.intern_set(&left);
+    // The memo is per method, and a method has one selector: sets never mix plugins.
+    let set = policy.selector.intern_set(&left);
     let members: Arc<[u32]> = left.into();
     let mut memo = svc.memo.lock().unwrap_or_else(|e| e.into_inner());
     let shapes = memo.entry(method.to_string()).or_default();

@@ -7,11 +7,13 @@ use super::route::Candidates;
 use crate::client::registry::{Registry, ServiceState};
 use crate::client::{CallError, CallOptions};
 use crate::governance::breaker::Permit;
+use crate::plugin::kinds::selector::SelectorPlugin;
 
 /// The endpoint for this attempt, and its breaker permit.
 pub fn pick(
     registry: &Registry,
     svc: &ServiceState,
+    selector: &SelectorPlugin,
     candidates: &Candidates,
     excluded: &mut Vec<u32>,
     options: &CallOptions,
@@ -32,10 +34,9 @@ pub fn pick(
                     reason: "every endpoint was tried or has its breaker open".into(),
                 });
             }
-            svc.selector.intern_set(&left)
+            selector.intern_set(&left)
         };
-        let id = svc
-            .selector
+        let id = selector
             .select(set, options.hash_key)
             .map(|s| s.endpoint)
             .ok_or_else(|| CallError::NoEndpoint {
