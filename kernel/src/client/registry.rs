@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context};
+use arc_swap::ArcSwap;
 
 use crate::facts::EndpointCell;
 use crate::governance::breaker::{Breaker, BreakerConfig};
@@ -74,6 +75,7 @@ pub struct Endpoint {
 
 /// A memoised route: what a router may look at besides the table and the method, and the
 /// candidate set it led to.
+#[derive(Clone)]
 pub struct RouteMemo {
     pub tags: Vec<(String, String)>,
     pub consumer_app: String,
@@ -94,8 +96,11 @@ pub struct MethodPolicy {
 impl ServiceState {
     /// The policy of `method`, resolved from the manifest's tiers on first use.
     pub fn policy(&self, method: &str) -> Arc<MethodPolicy> {
-        let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = policies.get(method) {
+        if let Some(p) = self.policies.load().get(method) {
+            return p.clone();
+        }
+        let _creating = self.creating.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = self.policies.load().get(method) {
             return p.clone();
         }
         let governance = self.manifest.governance(&self.name, method);
@@ -115,7 +120,9 @@ impl ServiceState {
             selector,
             all_set,
         });
-        policies.insert(method.to_string(), p.clone());
+        let mut next = rustc_hash::FxHashMap::clone(&self.policies.load());
+        next.insert(method.to_string(), p.clone());
+        self.policies.store(Arc::new(next));
         p
     }
 }
@@ -125,8 +132,10 @@ pub struct ServiceState {
     pub name: String,
     /// The manifest's governance tiers (resolved per method on first use).
     pub manifest: Arc<Manifest>,
-    /// Per method: effective governance and the service+method breaker.
-    pub policies: Mutex<rustc_hash::FxHashMap<String, Arc<MethodPolicy>>>,
+    /// Per method: effective governance, breaker and selector. Read on every call without
+    /// a lock; written (copy-on-write, under `creating`) once per method.
+    pub policies: ArcSwap<rustc_hash::FxHashMap<String, Arc<MethodPolicy>>>,
+    pub creating: Mutex<()>,
     /// Retries of all this service's calls share one budget.
     pub budget: RetryBudget,
     pub serializer: Option<Arc<SerializerPlugin>>,
@@ -136,9 +145,9 @@ pub struct ServiceState {
     pub routers: Vec<Arc<RouterPlugin>>,
     /// The service's endpoint ids.
     pub members: Arc<[u32]>,
-    /// Router answers per method, then per request shape (looked up without allocating;
-    /// the table does not change yet).
-    pub memo: Mutex<rustc_hash::FxHashMap<String, Vec<RouteMemo>>>,
+    /// Router answers per method, then per request shape (looked up without allocating or
+    /// locking; written copy-on-write when a new shape appears).
+    pub memo: ArcSwap<rustc_hash::FxHashMap<String, Arc<Vec<RouteMemo>>>>,
     pub consumer_app: Option<String>,
 }
 
@@ -291,14 +300,15 @@ impl Registry {
                 Arc::new(ServiceState {
                     name: service,
                     manifest: manifest.clone(),
-                    policies: Mutex::new(rustc_hash::FxHashMap::default()),
+                    policies: ArcSwap::from_pointee(rustc_hash::FxHashMap::default()),
+                    creating: Mutex::new(()),
                     budget: RetryBudget::new(g.retry_budget_ratio, g.retry_budget_min_per_s),
                     serializer,
                     selector,
                     selectors: selectors.clone(),
                     routers,
                     members: members.into(),
-                    memo: Mutex::new(rustc_hash::FxHashMap::default()),
+                    memo: ArcSwap::from_pointee(rustc_hash::FxHashMap::default()),
                     consumer_app: config.consumer_app.clone(),
                 }),
             );

@@ -12,7 +12,7 @@
 //! `overloaded`, `shutting_down`, `rate_limited`, `not_found`, `bad_request`, `forbidden` —
 //! are not counted at all.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -87,17 +87,24 @@ enum Mode {
 
 struct State {
     mode: Mode,
-    consecutive: u32,
     window_start: Instant,
-    total: u32,
     failures: u32,
     slow: u32,
 }
 
 /// One circuit breaker.
+///
+/// The closed state's common path — a call let through, a success recorded — touches only
+/// atomics; the lock is taken for failures, slow calls, probes and transitions.
 pub struct Breaker {
     name: String,
     config: BreakerConfig,
+    /// Fast check: true while the breaker is closed.
+    closed: AtomicBool,
+    /// Consecutive failures (reset by a success).
+    consecutive: AtomicU32,
+    /// Calls in the current window.
+    total: AtomicU32,
     state: Mutex<State>,
     opened: AtomicU64,
 }
@@ -107,11 +114,12 @@ impl Breaker {
         Breaker {
             name: name.into(),
             config,
+            closed: AtomicBool::new(true),
+            consecutive: AtomicU32::new(0),
+            total: AtomicU32::new(0),
             state: Mutex::new(State {
                 mode: Mode::Closed,
-                consecutive: 0,
                 window_start: Instant::now(),
-                total: 0,
                 failures: 0,
                 slow: 0,
             }),
@@ -139,7 +147,7 @@ impl Breaker {
 
     /// Asks to let a call through.
     pub fn try_acquire(&self) -> Permit {
-        if !self.config.enabled {
+        if !self.config.enabled || self.closed.load(Relaxed) {
             return Permit::Allowed;
         }
         let mut s = self.lock();
@@ -172,6 +180,20 @@ impl Breaker {
         if !self.config.enabled || permit == Permit::Rejected {
             return;
         }
+        if permit == Permit::Allowed {
+            // The closed state's common case, without the lock.
+            match verdict {
+                Verdict::Ignored => return,
+                Verdict::Success { slow: false } => {
+                    if self.consecutive.load(Relaxed) != 0 {
+                        self.consecutive.store(0, Relaxed);
+                    }
+                    self.total.fetch_add(1, Relaxed);
+                    return;
+                }
+                Verdict::Success { slow: true } | Verdict::Failure => {}
+            }
+        }
         let now = Instant::now();
         let mut s = self.lock();
         if permit == Permit::Probe {
@@ -186,11 +208,12 @@ impl Breaker {
                         if *succeeded >= self.config.half_open_probes {
                             tracing::info!(breaker = %self.name, "circuit closed");
                             s.mode = Mode::Closed;
-                            s.consecutive = 0;
                             s.window_start = now;
-                            s.total = 0;
                             s.failures = 0;
                             s.slow = 0;
+                            self.consecutive.store(0, Relaxed);
+                            self.total.store(0, Relaxed);
+                            self.closed.store(true, Relaxed);
                         }
                     }
                     Verdict::Failure => self.open(&mut s, now, "a probe failed"),
@@ -202,43 +225,41 @@ impl Breaker {
         if !matches!(s.mode, Mode::Closed) {
             return; // a call let through before the breaker opened
         }
+        // Windows roll over when a failure or a slow call looks at them.
         if now.duration_since(s.window_start) > self.config.window {
             s.window_start = now;
-            s.total = 0;
             s.failures = 0;
             s.slow = 0;
+            self.total.store(0, Relaxed);
         }
-        match verdict {
-            Verdict::Ignored => return,
-            Verdict::Success { slow } => {
-                s.consecutive = 0;
-                s.total += 1;
-                s.slow += u32::from(slow && self.config.slow_call.is_some());
-            }
+        let total = self.total.fetch_add(1, Relaxed) + 1;
+        let consecutive = match verdict {
             Verdict::Failure => {
-                s.consecutive += 1;
-                s.total += 1;
                 s.failures += 1;
+                self.consecutive.fetch_add(1, Relaxed) + 1
             }
-        }
-        let enough = s.total >= self.config.min_requests;
-        let total = f64::from(s.total.max(1));
-        let reason = if s.consecutive >= self.config.consecutive_failures {
-            Some(format!("{} consecutive failures", s.consecutive))
-        } else if enough && f64::from(s.failures) / total >= self.config.failure_rate {
+            _ => {
+                s.slow += 1;
+                self.consecutive.store(0, Relaxed);
+                0
+            }
+        };
+        let enough = total >= self.config.min_requests;
+        let t = f64::from(total.max(1));
+        let reason = if consecutive >= self.config.consecutive_failures {
+            Some(format!("{consecutive} consecutive failures"))
+        } else if enough && f64::from(s.failures) / t >= self.config.failure_rate {
             Some(format!(
-                "failure rate {:.0}% over {} calls",
-                100.0 * f64::from(s.failures) / total,
-                s.total
+                "failure rate {:.0}% over {total} calls",
+                100.0 * f64::from(s.failures) / t
             ))
         } else if enough
             && self.config.slow_call.is_some()
-            && f64::from(s.slow) / total >= self.config.slow_rate
+            && f64::from(s.slow) / t >= self.config.slow_rate
         {
             Some(format!(
-                "slow-call rate {:.0}% over {} calls",
-                100.0 * f64::from(s.slow) / total,
-                s.total
+                "slow-call rate {:.0}% over {total} calls",
+                100.0 * f64::from(s.slow) / t
             ))
         } else {
             None
@@ -256,6 +277,7 @@ impl Breaker {
     fn open(&self, s: &mut State, now: Instant, reason: &str) {
         tracing::warn!(breaker = %self.name, "circuit open for {:?}: {reason}", self.config.break_for);
         self.opened.fetch_add(1, Relaxed);
+        self.closed.store(false, Relaxed);
         s.mode = Mode::Open {
             until: now + self.config.break_for,
         };

@@ -2,31 +2,43 @@
 //! storm: every request deposits `ratio` of a retry, every retry withdraws one, and a
 //! small floor (`min_per_s`) lets low-traffic callers retry at all. Finagle's design
 //! (20% + 10/s by default).
+//!
+//! Deposits happen on every request, so they are one atomic add (in thousandths of a
+//! retry); the lock is only for withdrawals, which are rare.
 
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Instant;
 
-struct State {
-    balance: f64,
-    floor: f64,
+/// Thousandths of a retry per unit.
+const MILLI: f64 = 1000.0;
+
+struct Floor {
+    tokens: f64,
     last: Instant,
 }
 
 /// One budget.
 pub struct RetryBudget {
-    ratio: f64,
+    /// Deposit per request, in thousandths.
+    deposit: i64,
+    /// Most thousandths that may be saved up.
+    cap: i64,
+    balance: AtomicI64,
     min_per_s: f64,
-    state: Mutex<State>,
+    floor: Mutex<Floor>,
 }
 
 impl RetryBudget {
     pub fn new(ratio: f64, min_per_s: f64) -> Self {
         RetryBudget {
-            ratio,
+            deposit: (ratio * MILLI).round() as i64,
+            // Savings are capped so a long quiet spell cannot fund a storm later.
+            cap: (100.0_f64.max(ratio * 1000.0) * MILLI) as i64,
+            balance: AtomicI64::new(0),
             min_per_s,
-            state: Mutex::new(State {
-                balance: 0.0,
-                floor: min_per_s,
+            floor: Mutex::new(Floor {
+                tokens: min_per_s,
                 last: Instant::now(),
             }),
         }
@@ -34,30 +46,34 @@ impl RetryBudget {
 
     /// A request was made.
     pub fn deposit(&self) {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        // Savings are capped so a long quiet spell cannot fund a storm later.
-        s.balance = (s.balance + self.ratio).min(100.0_f64.max(self.ratio * 1000.0));
+        if self.balance.fetch_add(self.deposit, Relaxed) + self.deposit > self.cap {
+            self.balance.fetch_min(self.cap, Relaxed);
+        }
     }
 
     /// Asks for one retry.
     pub fn withdraw(&self) -> bool {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let unit = MILLI as i64;
+        let taken = self
+            .balance
+            .fetch_update(Relaxed, Relaxed, |b| (b >= unit).then_some(b - unit))
+            .is_ok();
+        if taken {
+            return true;
+        }
+        let mut f = self.floor.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let elapsed = now.duration_since(s.last).as_secs_f64();
-        s.last = now;
-        s.floor = (s.floor + elapsed * self.min_per_s).min(self.min_per_s);
-        if s.balance >= 1.0 {
-            s.balance -= 1.0;
-            true
-        } else if s.floor >= 1.0 {
-            s.floor -= 1.0;
+        let elapsed = now.duration_since(f.last).as_secs_f64();
+        f.last = now;
+        f.tokens = (f.tokens + elapsed * self.min_per_s).min(self.min_per_s);
+        if f.tokens >= 1.0 {
+            f.tokens -= 1.0;
             true
         } else {
             false
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +99,15 @@ mod tests {
         let b = RetryBudget::new(0.2, 5.0);
         let granted = (0..10).filter(|_| b.withdraw()).count();
         assert_eq!(granted, 5);
+    }
+
+    #[test]
+    fn savings_are_capped() {
+        let b = RetryBudget::new(0.5, 0.0);
+        for _ in 0..1_000_000 {
+            b.deposit();
+        }
+        let granted = (0..10_000).filter(|_| b.withdraw()).count();
+        assert_eq!(granted, 500, "capped at 1000 x ratio");
     }
 }

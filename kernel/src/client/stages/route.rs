@@ -33,7 +33,7 @@ pub fn candidates(
     }
     let app = options.consumer_app.as_deref().unwrap_or("");
     {
-        let memo = svc.memo.lock().unwrap_or_else(|e| e.into_inner());
+        let memo = svc.memo.load();
         let hit = memo.get(method).and_then(|shapes| {
             shapes
                 .iter()
@@ -65,17 +65,27 @@ pub fn candidates(
     // The memo is per method, and a method has one selector: sets never mix plugins.
     let set = policy.selector.intern_set(&left);
     let members: Arc<[u32]> = left.into();
-    let mut memo = svc.memo.lock().unwrap_or_else(|e| e.into_inner());
-    let shapes = memo.entry(method.to_string()).or_default();
     // Bounded: request shapes come from callers; past this many per method, routes are
-    // recomputed rather than remembered.
-    if shapes.len() < MAX_SHAPES_PER_METHOD {
-        shapes.push(RouteMemo {
-            tags: request.tags,
-            consumer_app: request.consumer_app,
-            set,
-            members: members.clone(),
-        });
-    }
+    // recomputed rather than remembered. (Two callers racing on a new shape may both
+    // compute it; the answer is the same, and one copy is kept.)
+    let memo = RouteMemo {
+        tags: request.tags,
+        consumer_app: request.consumer_app,
+        set,
+        members: members.clone(),
+    };
+    svc.memo.rcu(|current| {
+        let mut next = rustc_hash::FxHashMap::clone(current);
+        let shapes = next.entry(method.to_string()).or_default();
+        let known = shapes
+            .iter()
+            .any(|m| m.tags == memo.tags && m.consumer_app == memo.consumer_app);
+        if !known && shapes.len() < MAX_SHAPES_PER_METHOD {
+            let mut grown = Vec::clone(shapes);
+            grown.push(memo.clone());
+            *shapes = Arc::new(grown);
+        }
+        next
+    });
     Ok(Candidates { set, members })
 }
