@@ -123,16 +123,18 @@ fn no_call_overruns_its_deadline_however_many_retries() {
         &t.host,
         "flaky",
         at(&[&slow, &other]),
-        "idempotent = true\nretries = 10\nretry-interval-ms = 10\ntimeout-ms = 150\nbreaker = false\nretry-budget-min-per-s = 1000",
+        "idempotent = true\nretries = 10\nretry-interval-ms = 10\ntimeout-ms = 300\nbreaker = false\nretry-budget-min-per-s = 1000",
     );
-    let margin = Duration::from_millis(100);
+    // Wide: CI runs this beside other tests on two cores; the point is "bounded by the
+    // deadline", not a tight latency.
+    let margin = Duration::from_millis(150);
     let over = rt().block_on(async {
         let mut over = Vec::new();
         for _ in 0..30 {
             let t0 = Instant::now();
             let _ = call(&client, &CallOptions::default()).await;
             let took = t0.elapsed();
-            if took > Duration::from_millis(150) + margin {
+            if took > Duration::from_millis(300) + margin {
                 over.push(took);
             }
         }
