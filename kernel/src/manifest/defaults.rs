@@ -1,5 +1,5 @@
-//! Every default of the manifest, in one place. `docs/manifest.md` and `plugins.toml`
-//! quote these; change them here and only here.
+//! Every default of the manifest, in one place (governance keys: `governance/config.rs`).
+//! `docs/manifest.md` and `plugins.toml` quote these; change them here and only here.
 
 use super::PluginKind;
 
