@@ -138,34 +138,12 @@ impl ServerBuilder {
             closing: AtomicBool::new(false),
             in_flight: Arc::new(AtomicUsize::new(0)),
         });
-        let limits = self.limits;
-        let p = pipeline.clone();
-        let mut accept_closing = closing_rx.clone();
-        let accept = tokio::spawn(async move {
-            loop {
-                let (stream, peer) = tokio::select! {
-                    accepted = listener.accept() => match accepted {
-                        Ok(a) => a,
-                        Err(e) => {
-                            tracing::warn!("accept failed: {e}");
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                            continue;
-                        }
-                    },
-                    _ = accept_closing.changed() => {
-                        if *accept_closing.borrow() { return; }
-                        continue;
-                    }
-                };
-                tokio::spawn(serve::connection(
-                    stream,
-                    peer,
-                    p.clone(),
-                    limits,
-                    closing_rx.clone(),
-                ));
-            }
-        });
+        let accept = tokio::spawn(serve::accept(
+            listener,
+            pipeline.clone(),
+            self.limits,
+            closing_rx,
+        ));
         Ok(Server {
             local,
             closing: closing_tx,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use futures::StreamExt;
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
@@ -20,6 +20,43 @@ use crate::wire::{ErrorClass, Frame, FrameCodec, Kind, Limits, WireError};
 /// What runs a request: the server's pipeline. Returns the response frame.
 pub trait Dispatch: Send + Sync + 'static {
     fn dispatch(self: Arc<Self>, request: Frame, peer: SocketAddr) -> BoxFuture<'static, Frame>;
+}
+
+/// Accepts connections on `listener` and serves each, until `closing` turns true (or its
+/// sender is gone): then it stops accepting, and the open connections send their goaway
+/// and drain on their own.
+pub async fn accept<D: Dispatch>(
+    listener: TcpListener,
+    dispatch: Arc<D>,
+    limits: Limits,
+    mut closing: watch::Receiver<bool>,
+) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            changed = closing.changed() => {
+                if changed.is_err() || *closing.borrow() {
+                    return;
+                }
+                continue;
+            }
+        };
+        tokio::spawn(connection(
+            stream,
+            peer,
+            dispatch.clone(),
+            limits,
+            closing.clone(),
+        ));
+    }
 }
 
 /// Serves one accepted connection until the peer leaves, the connection breaks, or the

@@ -49,17 +49,7 @@ async fn server(dispatch: Arc<SlowEcho>) -> (SocketAddr, watch::Sender<bool>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        while let Ok((stream, peer)) = listener.accept().await {
-            tokio::spawn(serve::connection(
-                stream,
-                peer,
-                dispatch.clone(),
-                Limits::default(),
-                rx.clone(),
-            ));
-        }
-    });
+    tokio::spawn(serve::accept(listener, dispatch, Limits::default(), rx));
     (addr, tx)
 }
 

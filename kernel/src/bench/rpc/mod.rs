@@ -299,19 +299,11 @@ impl Dispatch for RawEcho {
 pub async fn start_raw_server() -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let (_tx, closing) = tokio::sync::watch::channel(false);
+    let (closing_tx, closing) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(async move {
-        let _keep = _tx;
-        let dispatch = Arc::new(RawEcho);
-        while let Ok((stream, peer)) = listener.accept().await {
-            tokio::spawn(serve::connection(
-                stream,
-                peer,
-                dispatch.clone(),
-                Limits::default(),
-                closing.clone(),
-            ));
-        }
+        // Never closed: the task is aborted when the run is over.
+        let _closing = closing_tx;
+        serve::accept(listener, Arc::new(RawEcho), Limits::default(), closing).await
     });
     Ok((addr, task))
 }
