@@ -268,3 +268,12 @@ pub fn manifest_with_governance(dir: &Path, extra: &str) -> PathBuf {
     std::fs::write(&path, text).expect("write manifest");
     path
 }
+
+/// A two-worker tokio runtime for tests that drive a client.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}

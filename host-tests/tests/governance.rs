@@ -7,16 +7,8 @@ use std::time::{Duration, Instant};
 use axle::client::{CallError, CallOptions, Client};
 use axle::manifest::EndpointSpec;
 use axle::wire::ErrorClass;
-use axle_host_tests::{governed_client, manifest_with_governance, ServeProcess, TestHost};
+use axle_host_tests::{governed_client, manifest_with_governance, rt, ServeProcess, TestHost};
 use bytes::Bytes;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn at(servers: &[&ServeProcess]) -> Vec<EndpointSpec> {
     servers.iter().map(|s| EndpointSpec::new(&s.addr)).collect()

@@ -8,16 +8,8 @@ use axle::client::{CallError, CallOptions, ClientConfig};
 use axle::manifest::{EndpointSpec, Manifest};
 use axle::transport::TransportError;
 use axle::wire::ErrorClass;
-use axle_host_tests::{client_for, ServeProcess, TestHost};
+use axle_host_tests::{client_for, rt, ServeProcess, TestHost};
 use bytes::Bytes;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn three() -> Vec<ServeProcess> {
     (0..3).map(|_| ServeProcess::start(&[])).collect()

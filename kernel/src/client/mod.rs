@@ -272,6 +272,18 @@ impl Client {
         candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
     ) -> Result<Reply, CallError> {
+        let (id, permit) = self.choose(call, candidates, tried)?;
+        self.send_to(call, id, permit).await
+    }
+
+    /// Picks the next endpoint (excluding `tried`, and endpoints whose breaker is open)
+    /// and records it as tried.
+    fn choose(
+        &self,
+        call: &Call<'_>,
+        candidates: &stages::route::Candidates,
+        tried: &mut Vec<u32>,
+    ) -> Result<(u32, Permit), CallError> {
         let (id, permit) = stages::select::pick(
             &self.registry,
             call.svc,
@@ -281,7 +293,7 @@ impl Client {
             call.options,
         )?;
         tried.push(id);
-        self.send_to(call, id, permit).await
+        Ok((id, permit))
     }
 
     /// Sends to one chosen endpoint and records the outcome.
@@ -311,15 +323,7 @@ impl Client {
         tried: &mut Vec<u32>,
         delay: Duration,
     ) -> Result<Reply, CallError> {
-        let (first_id, first_permit) = stages::select::pick(
-            &self.registry,
-            call.svc,
-            &call.policy.selector,
-            candidates,
-            tried,
-            call.options,
-        )?;
-        tried.push(first_id);
+        let (first_id, first_permit) = self.choose(call, candidates, tried)?;
         let first = self.send_to(call, first_id, first_permit);
         tokio::pin!(first);
         tokio::select! {
@@ -329,18 +333,8 @@ impl Client {
         if !call.svc.budget.withdraw() {
             return first.await;
         }
-        let backup = match stages::select::pick(
-            &self.registry,
-            call.svc,
-            &call.policy.selector,
-            candidates,
-            tried,
-            call.options,
-        ) {
-            Ok((id, permit)) => {
-                tried.push(id);
-                self.send_to(call, id, permit)
-            }
+        let backup = match self.choose(call, candidates, tried) {
+            Ok((id, permit)) => self.send_to(call, id, permit),
             Err(_) => return first.await,
         };
         tokio::pin!(backup);

@@ -98,16 +98,4 @@ impl EndpointLink {
             }
         }
     }
-
-    /// Whether a usable connection is open right now.
-    pub fn connected(&self) -> bool {
-        self.live().is_some()
-    }
-
-    /// Drops the current connection (calls in flight on it fail).
-    pub fn disconnect(&self) {
-        if let Some(c) = self.current.swap(None) {
-            c.close();
-        }
-    }
 }

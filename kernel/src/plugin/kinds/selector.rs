@@ -214,15 +214,6 @@ impl SelectorPlugin {
             });
         }
     }
-
-    /// Delivers the outcomes buffered on this thread now.
-    pub fn flush_feedback(&self) {
-        let batch = FEEDBACK.with(|b| b.borrow_mut().remove(&self.id).unwrap_or_default());
-        self.pool.with(|slot| {
-            slot.pending.extend(batch);
-            slot.flush();
-        });
-    }
 }
 
 fn random_pick(ids: &[u32]) -> Selection {
