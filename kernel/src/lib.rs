@@ -13,6 +13,7 @@ pub mod bench;
 pub mod client;
 pub mod facts;
 pub mod governance;
+pub mod health;
 pub mod manifest;
 pub mod payload;
 pub mod plugin;
