@@ -155,11 +155,28 @@ impl ServeProcess {
         ServeProcess::start_with_manifest(None, args)
     }
 
+    /// Starts `axle serve --listen ADDR ARGS...` (to restart a provider where it was).
+    pub fn start_at(addr: &str, args: &[&str]) -> ServeProcess {
+        let mut all = vec!["--listen", addr];
+        all.extend_from_slice(args);
+        ServeProcess::start_with_manifest(None, &all)
+    }
+
+    /// Kills the process with SIGKILL (no goaway, no drain: a crash) and reaps it.
+    pub fn kill_9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// The same, with a manifest file.
     pub fn start_with_manifest(manifest: Option<&Path>, args: &[&str]) -> ServeProcess {
         use std::io::BufRead;
         let mut cmd = std::process::Command::new(axle_bin());
-        cmd.args(["serve", "--listen", "127.0.0.1:0"]).args(args);
+        cmd.arg("serve");
+        if !args.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        cmd.args(args);
         if let Some(m) = manifest {
             cmd.arg("--manifest").arg(m);
         }

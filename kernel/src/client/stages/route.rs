@@ -13,13 +13,11 @@ use crate::plugin::kinds::router::RouteRequest;
 /// Request shapes remembered per method.
 const MAX_SHAPES_PER_METHOD: usize = 256;
 
-/// The candidates of a request: the selector's set id and its members, valid for one
-/// rotation generation.
+/// The candidates of a request: the selector's set id and its members.
 #[derive(Clone)]
 pub struct Candidates {
     pub set: u32,
     pub members: Arc<[u32]>,
-    pub generation: u64,
 }
 
 /// The candidate set for this request.
@@ -47,7 +45,6 @@ pub fn candidates(
             return Ok(Candidates {
                 set,
                 members: rotation.members.clone(),
-                generation,
             });
         }
     }
@@ -63,7 +60,6 @@ pub fn candidates(
             return Ok(Candidates {
                 set: m.set,
                 members: m.members.clone(),
-                generation,
             });
         }
     }
@@ -116,9 +112,5 @@ pub fn candidates(
         }
         next
     });
-    Ok(Candidates {
-        set,
-        members,
-        generation,
-    })
+    Ok(Candidates { set, members })
 }

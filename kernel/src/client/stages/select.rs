@@ -36,15 +36,27 @@ pub fn pick(
             }
             selector.intern_set(&left)
         };
-        // No answer means the set was forgotten with an older table: the caller routes
-        // again on the current rotation.
-        let id = selector
-            .select(set, options.hash_key)
-            .map(|s| s.endpoint)
-            .ok_or_else(|| CallError::NoEndpoint {
-                service: svc.name.clone(),
-                reason: "the endpoints changed during the call".into(),
-            })?;
+        // No answer means the set was forgotten: a new table is being published while
+        // this call holds the old rotation. The kind's safe default then picks: uniformly
+        // among the candidates not yet excluded.
+        let id = match selector.select(set, options.hash_key) {
+            Some(s) => s.endpoint,
+            None => {
+                let left: Vec<u32> = candidates
+                    .members
+                    .iter()
+                    .copied()
+                    .filter(|id| !excluded.contains(id))
+                    .collect();
+                if left.is_empty() {
+                    return Err(CallError::NoEndpoint {
+                        service: svc.name.clone(),
+                        reason: "every endpoint was tried or has its breaker open".into(),
+                    });
+                }
+                left[fastrand::usize(..left.len())]
+            }
+        };
         let Some(ep) = registry.endpoint(id) else {
             return Err(CallError::NoEndpoint {
                 service: svc.name.clone(),
