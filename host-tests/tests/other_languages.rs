@@ -167,3 +167,46 @@ fn js_starlingmonkey_round_robin_rejects_unknown_config_keys_at_load() {
 fn axle_plugins_check_accepts_the_js_starlingmonkey_plugin() {
     axle_plugins_check_accepts(&STARLINGMONKEY);
 }
+
+/// `axle bench plugins` measures every example's `select` (the figures in
+/// docs/authoring.md come from this command; no figure is asserted, only that each
+/// example answered through the bench at every endpoint count).
+#[test]
+fn axle_bench_plugins_measures_every_example() {
+    let examples = [C, PYTHON, QUICKJS, STARLINGMONKEY];
+    let host = SharedHost::get();
+    let mut text = String::new();
+    for ex in &examples {
+        host.load(&ex.manifest(""), ex.name).unwrap();
+        text.push_str(&ex.manifest(""));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let manifest_path = dir.path().join("plugins.toml");
+    std::fs::write(&manifest_path, text).unwrap();
+    let out = std::process::Command::new(axle_bin())
+        .args(["bench", "plugins", "--json", "--manifest"])
+        .arg(&manifest_path)
+        .env("AXLE_CACHE_DIR", host.cache_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let rows = report["plugins"].as_array().unwrap();
+    for ex in &examples {
+        let selects: Vec<f64> = rows
+            .iter()
+            .filter(|r| r["name"] == ex.name && r["function"] == "select")
+            .map(|r| r["wasm_ns"].as_f64().unwrap())
+            .collect();
+        assert_eq!(selects.len(), 3, "{}: {rows:?}", ex.name);
+        assert!(
+            selects.iter().all(|ns| ns.is_finite() && *ns > 0.0),
+            "{}: {selects:?}",
+            ex.name
+        );
+    }
+}
