@@ -103,8 +103,7 @@ fn entry_module(renames: &[(String, String)]) -> String {
     text
 }
 
-/// Copies the files of `from` into `to` (one level of subdirectories deep is enough for
-/// the examples; deeper trees are copied too).
+/// Copies the tree under `from` into `to`, leaving out hidden entries and `__pycache__`.
 pub fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     for entry in fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
         let path = entry?.path();
