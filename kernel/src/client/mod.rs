@@ -11,6 +11,7 @@
 //! without reshaping them.
 
 mod error;
+pub mod loadout;
 mod options;
 pub(crate) mod registry;
 pub(crate) mod stages;
@@ -434,10 +435,29 @@ impl Client {
     /// instances), by plugin name.
     pub fn plugin_stats(&self) -> Vec<(String, crate::plugin::StatsSnapshot)> {
         self.registry
+            .loadout
+            .load()
             .plugins
             .iter()
-            .map(|(name, p)| (name.clone(), p.stats.snapshot()))
+            .map(|(name, (_, p))| (name.clone(), p.stats.snapshot()))
             .collect()
+    }
+
+    /// Hot-swap to the plugins and slots of `manifest` (see [`loadout`]): new or changed
+    /// plugins are loaded through `host`'s cache, configured and self-checked before any
+    /// call reaches them; on an error nothing changes and the error says why. Returns
+    /// what was loaded and what kept running.
+    pub fn swap(
+        &self,
+        host: &PluginHost,
+        manifest: crate::manifest::Manifest,
+    ) -> anyhow::Result<loadout::LoadoutChange> {
+        self.registry.swap(host, manifest)
+    }
+
+    /// The manifest the client's plugins come from now.
+    pub fn manifest(&self) -> Arc<crate::manifest::Manifest> {
+        self.registry.loadout.load().manifest.clone()
     }
 
     /// Every service's endpoints as this client sees them: health, rotation, facts.

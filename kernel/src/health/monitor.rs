@@ -140,7 +140,8 @@ async fn scoring(registry: Weak<Registry>, changed: Arc<tokio::sync::Notify>, se
             return;
         };
         let endpoints = reg.all_endpoints();
-        let changes = match &reg.scorer {
+        let scorer = reg.loadout.load().scorer.clone();
+        let changes = match &scorer {
             Some(scorer) => endpoints
                 .iter()
                 .map(|ep| judge(scorer, ep, settings))

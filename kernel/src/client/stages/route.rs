@@ -40,7 +40,8 @@ pub fn candidates(
             },
         });
     }
-    if svc.routers.is_empty() {
+    let slots = svc.slots.load();
+    if slots.routers.is_empty() {
         if let Some(set) = rotation.set_in(&policy.selector) {
             return Ok(Candidates {
                 set,
@@ -70,7 +71,7 @@ pub fn candidates(
         consumer_app: app.to_string(),
     };
     let mut left = rotation.members.to_vec();
-    for router in &svc.routers {
+    for router in &slots.routers {
         left = router.route(&left, &request).endpoints;
     }
     if left.is_empty() {
