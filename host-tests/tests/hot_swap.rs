@@ -78,7 +78,10 @@ fn selectors_swap_under_load_with_no_failed_call() {
     let swapper = Arc::new(Swapper::new(host, Some(path.clone()), vec![client.clone()]));
     let (swapped, swaps) = mpsc::channel::<Result<SwapReport, String>>();
     let _watch = watch::start(swapper, move |r| {
-        let _ = swapped.send(r.as_ref().map(Clone::clone).map_err(|e| format!("{e:#}")));
+        let _ = swapped.send(match r {
+            Ok(report) => Ok(report.clone()),
+            Err(e) => Err(format!("{e:#}")),
+        });
     })
     .unwrap();
 
