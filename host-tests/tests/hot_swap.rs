@@ -183,3 +183,24 @@ fn selectors_swap_under_load_with_no_failed_call() {
         made.load(Relaxed)
     );
 }
+
+#[test]
+fn axle_bench_swap_reports_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(axle_host_tests::axle_bin())
+        .args(["bench", "swap", "--json"])
+        .env("AXLE_CACHE_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["rounds"], 20);
+    for way in ["explicit_us", "file_us"] {
+        let v: Vec<u64> = serde_json::from_value(r[way].clone()).unwrap();
+        assert!(v[0] > 0 && v[0] <= v[1] && v[1] <= v[2], "{way}: {v:?}");
+    }
+}
