@@ -49,7 +49,7 @@ pub fn run(host: Arc<PluginHost>) -> anyhow::Result<SwapBench> {
     let dir = tempfile_dir()?;
     let path = dir.join("plugins.toml");
     std::fs::write(&path, manifest_text("round-robin"))?;
-    let endpoints = (1..=3).map(|i| EndpointSpec::new(&format!("127.0.0.1:{}", 9 + i)));
+    let endpoints = (1..=3).map(|i| EndpointSpec::new(format!("127.0.0.1:{}", 9 + i)));
     let manifest = Manifest::load(&path)?;
     let client = Client::new(
         &host,
