@@ -87,7 +87,9 @@ impl Loadout {
                 .with_context(|| format!("{}: no plugin `{name}`", manifest.file))?;
             let running = previous
                 .and_then(|p| p.plugins.get(&name))
-                .filter(|(old, loaded)| old == spec && !component_changed(spec, loaded));
+                .filter(|(old, loaded)| {
+                    old == spec && !crate::plugin::component_changed(spec, &loaded.report.digest)
+                });
             let loaded = match running {
                 Some((_, loaded)) => {
                     change.kept.push(name.clone());
@@ -179,18 +181,5 @@ impl Loadout {
             },
             change,
         ))
-    }
-}
-
-/// Whether a plugin's component file changed since it was loaded (a rebuilt `.wasm` at
-/// the same path). Builtins never change while the kernel runs.
-fn component_changed(spec: &PluginSpec, loaded: &LoadedPlugin) -> bool {
-    match &spec.component {
-        crate::manifest::ComponentSource::Builtin(_) => false,
-        crate::manifest::ComponentSource::File(path) => match std::fs::read(path) {
-            Ok(bytes) => *blake3::hash(&bytes).as_bytes() != loaded.report.digest,
-            // Unreadable now: keep what runs; loading it would fail anyway.
-            Err(_) => false,
-        },
     }
 }

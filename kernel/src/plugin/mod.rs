@@ -298,6 +298,19 @@ impl PluginHost {
     }
 }
 
+/// Whether a plugin's component file changed since it was loaded with `digest` (a rebuilt
+/// `.wasm` at the same path). Builtins never change while the kernel runs; a file that
+/// cannot be read now counts as unchanged (loading it would fail anyway).
+pub fn component_changed(spec: &PluginSpec, digest: &[u8; 32]) -> bool {
+    match &spec.component {
+        ComponentSource::Builtin(_) => false,
+        ComponentSource::File(path) => match std::fs::read(path) {
+            Ok(bytes) => blake3::hash(&bytes).as_bytes() != digest,
+            Err(_) => false,
+        },
+    }
+}
+
 /// A component's preamble: `\0asm`, then version 0x0d and layer 1 (a core module has
 /// layer 0). Checked first so a core module gets a message that says what to do.
 fn is_component(bytes: &[u8]) -> bool {

@@ -34,11 +34,12 @@ pub trait Kind: 'static {
 
     /// Checks that the component implements this kind's world.
     fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre>;
-    /// Instantiates.
+    /// Instantiates: the typed bindings, and the instance itself (for the optional
+    /// exports no world requires, looked up by name).
     fn instantiate(
         pre: &Self::Pre,
         store: &mut Store<HostState>,
-    ) -> wasmtime::Result<Self::Bindings>;
+    ) -> wasmtime::Result<(Self::Bindings, wasmtime::component::Instance)>;
     /// Calls the plugin's `init` with its config (`&Vec` because that is what the
     /// generated bindings take).
     #[allow(clippy::ptr_arg)]
@@ -86,10 +87,14 @@ impl<K: Kind> Prepared<K> {
     pub fn instantiate(&self) -> Result<Live<K>, Fault> {
         let mut store = self.store();
         let init_ms = self.init_timeout_ms();
-        let bindings =
+        let (bindings, instance) =
             K::instantiate(&self.pre, &mut store).map_err(|e| classify(e, &store, init_ms))?;
         match K::init(&bindings, &mut store, &self.config) {
-            Ok(Ok(())) => Ok(Live { store, bindings }),
+            Ok(Ok(())) => Ok(Live {
+                store,
+                bindings,
+                instance,
+            }),
             Ok(Err(msg)) => Err(Fault::Unavailable(format!(
                 "init rejected its config: {msg}"
             ))),
@@ -102,6 +107,7 @@ impl<K: Kind> Prepared<K> {
 pub struct Live<K: Kind> {
     pub store: Store<HostState>,
     pub bindings: K::Bindings,
+    pub instance: wasmtime::component::Instance,
 }
 
 /// One instance slot of a plugin: live, or waiting to be replaced.
@@ -195,6 +201,26 @@ impl<K: Kind> Instance<K> {
                 Err(fault)
             }
         }
+    }
+
+    /// Calls an optional export no world requires (`export-state`, `import-state`):
+    /// `None` if the component does not export it, or if there is no live instance, or
+    /// if the call faulted (then counted and logged like any fault).
+    pub fn call_optional<P, R>(&mut self, name: &str, params: P) -> Option<R>
+    where
+        P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
+        R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + Send + Sync,
+    {
+        let live = self.live.as_mut()?;
+        let func = live
+            .instance
+            .get_typed_func::<P, R>(&mut live.store, name)
+            .ok()?;
+        self.call(name, |_, store| {
+            let r = func.call(&mut *store, params)?;
+            Ok(r)
+        })
+        .ok()
     }
 
     /// Records a fault found by the kind (e.g. an invalid answer) or by [`Instance::call`].

@@ -40,6 +40,9 @@ pub struct ServerBuilder {
     /// Services whose every method one handler serves (`echo`).
     any_method: FxHashMap<String, Handler>,
     limiter: Option<Arc<LimiterPlugin>>,
+    /// The manifest entry the limiter came from and its bytes' digest (to tell a new
+    /// version on a swap).
+    limiter_spec: Option<(crate::manifest::PluginSpec, [u8; 32])>,
     serializers: HashMap<String, Arc<SerializerPlugin>>,
     limits: Limits,
     manifest: Option<Arc<crate::manifest::Manifest>>,
@@ -116,9 +119,13 @@ impl ServerBuilder {
             if !wanted {
                 continue;
             }
-            match host.load(spec)?.plugin {
+            let loaded = host.load(spec)?;
+            match loaded.plugin {
                 Plugin::Serializer(s) => self = self.serializer(s),
-                Plugin::Limiter(l) => self.limiter = Some(l),
+                Plugin::Limiter(l) => {
+                    self.limiter = Some(l);
+                    self.limiter_spec = Some((spec.clone(), loaded.report.digest));
+                }
                 _ => {}
             }
         }
@@ -133,7 +140,8 @@ impl ServerBuilder {
         let pipeline = Arc::new(Pipeline {
             handlers: self.handlers,
             any_method: self.any_method,
-            limiter: self.limiter,
+            limiter: arc_swap::ArcSwapOption::new(self.limiter),
+            limiter_spec: std::sync::Mutex::new(self.limiter_spec),
             guards: stages::protect::Guards::new(self.manifest),
             closing: AtomicBool::new(false),
             in_flight: Arc::new(AtomicUsize::new(0)),
@@ -167,6 +175,11 @@ impl Server {
         self.local
     }
 
+    /// The handle hot-swap uses to replace this server's limiter.
+    pub fn limiter_slot(&self) -> LimiterSlot {
+        LimiterSlot(self.pipeline.clone())
+    }
+
     /// Requests being handled right now.
     pub fn in_flight(&self) -> usize {
         self.pipeline.in_flight.load(Ordering::Relaxed)
@@ -189,7 +202,9 @@ impl Server {
 pub struct Pipeline {
     handlers: FxHashMap<String, FxHashMap<String, Handler>>,
     any_method: FxHashMap<String, Handler>,
-    limiter: Option<Arc<LimiterPlugin>>,
+    /// Swapped whole by hot-swap; a request uses the one it loaded.
+    limiter: arc_swap::ArcSwapOption<LimiterPlugin>,
+    limiter_spec: std::sync::Mutex<Option<(crate::manifest::PluginSpec, [u8; 32])>>,
     /// Per-method governance: internal-only, concurrency guard, fuse.
     guards: stages::protect::Guards,
     /// Set when the server starts stopping (read per request: an atomic, not the watch).
@@ -201,5 +216,57 @@ pub struct Pipeline {
 impl Dispatch for Pipeline {
     fn dispatch(self: Arc<Self>, request: Frame, peer: SocketAddr) -> BoxFuture<'static, Frame> {
         Box::pin(async move { stages::run(&self, request, peer).await })
+    }
+}
+
+/// A running server's limiter slot, for hot-swap.
+#[derive(Clone)]
+pub struct LimiterSlot(Arc<Pipeline>);
+
+impl LimiterSlot {
+    /// Fills the slot from `manifest`'s `[slots] limiter`: a new or changed plugin is
+    /// loaded and self-checked first; a new version of the running plugin (same name)
+    /// gets its state (`export-state` → `import-state`, when both sides have them), so a
+    /// token bucket keeps its tokens. Returns the plugin loaded, if any; on an error the
+    /// running limiter stays.
+    pub fn swap(
+        &self,
+        host: &crate::plugin::PluginHost,
+        manifest: &crate::manifest::Manifest,
+    ) -> anyhow::Result<Option<String>> {
+        let p = &self.0;
+        let mut running = p.limiter_spec.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted = manifest
+            .slots
+            .limiter
+            .as_ref()
+            .and_then(|n| manifest.plugins.get(n));
+        let Some(spec) = wanted else {
+            p.limiter.store(None);
+            *running = None;
+            return Ok(None);
+        };
+        if let Some((old, digest)) = running.as_ref() {
+            if old == spec && !crate::plugin::component_changed(spec, digest) {
+                return Ok(None);
+            }
+        }
+        let loaded = host.load(spec)?;
+        crate::plugin::selfcheck::run(&loaded)
+            .map_err(|e| anyhow::anyhow!("plugin `{}` self-check: {e}", spec.name))?;
+        let digest = loaded.report.digest;
+        let crate::plugin::Plugin::Limiter(new) = loaded.plugin else {
+            anyhow::bail!("plugin `{}` is not a limiter", spec.name);
+        };
+        let same_plugin = running.as_ref().is_some_and(|(r, _)| r.name == spec.name);
+        if let (true, Some(old)) = (same_plugin, p.limiter.load_full()) {
+            if let Some(state) = old.export_state() {
+                let took = new.import_state(&state);
+                tracing::info!(plugin = %spec.name, bytes = state.len(), took, "limiter state handed over");
+            }
+        }
+        p.limiter.store(Some(new));
+        *running = Some((spec.clone(), digest));
+        Ok(Some(spec.name.clone()))
     }
 }

@@ -33,6 +33,10 @@ pub struct Swapper {
     /// The manifest file (none: the embedded one, which never changes).
     path: Option<PathBuf>,
     clients: Vec<Client>,
+    /// Limiter slots of the servers in this process.
+    servers: Vec<crate::server::LimiterSlot>,
+    /// The manifest last applied (for servers-only kernels, which have no client to ask).
+    manifest: Mutex<Option<Arc<Manifest>>>,
     /// Serialises swaps (a file change and a request at once apply one after the other).
     busy: Mutex<()>,
 }
@@ -43,8 +47,16 @@ impl Swapper {
             host,
             path,
             clients,
+            servers: Vec::new(),
+            manifest: Mutex::new(None),
             busy: Mutex::new(()),
         }
+    }
+
+    /// Also swaps the limiter of a server of this process.
+    pub fn with_server(mut self, slot: crate::server::LimiterSlot) -> Self {
+        self.servers.push(slot);
+        self
     }
 
     /// The watched manifest file.
@@ -54,7 +66,19 @@ impl Swapper {
 
     /// The manifest the clients run now.
     pub fn current(&self) -> Option<Arc<Manifest>> {
-        self.clients.first().map(Client::manifest)
+        let applied = self
+            .manifest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        applied
+            .or_else(|| self.clients.first().map(Client::manifest))
+            .or_else(|| {
+                self.path
+                    .as_deref()
+                    .and_then(|p| Manifest::load(p).ok())
+                    .map(Arc::new)
+            })
     }
 
     /// Re-reads the manifest file and swaps to it.
@@ -90,6 +114,10 @@ impl Swapper {
             report.loaded.extend(change.loaded);
             report.kept.extend(change.kept);
         }
+        for server in &self.servers {
+            report.loaded.extend(server.swap(&self.host, &manifest)?);
+        }
+        *self.manifest.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(manifest));
         report.loaded.sort();
         report.loaded.dedup();
         report.kept.sort();

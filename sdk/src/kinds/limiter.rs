@@ -20,6 +20,18 @@ pub trait Limiter: Sized + 'static {
     fn prepare(&mut self, attributes: &LimitKey) -> Self::KeyState;
     /// Admits or rejects `permits` units under `key`.
     fn acquire(&mut self, key: &mut KeyEntry<Self::KeyState>, permits: u32) -> Admission;
+
+    /// Hot-swap handoff (built with the `stateful-limiter` feature): one key's state as
+    /// bytes for the next version of this plugin. `None`: nothing worth keeping.
+    fn save(&self, _state: &Self::KeyState) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// The next version's side: a key's state rebuilt from what [`Limiter::save`] gave
+    /// (`None`: start the key fresh with [`Limiter::prepare`]).
+    fn restore(&mut self, _attributes: &LimitKey, _saved: &[u8]) -> Option<Self::KeyState> {
+        None
+    }
 }
 
 /// The most keys a limiter keeps; ids at or above it are admitted by the runtime.
@@ -29,6 +41,8 @@ pub const MAX_KEYS: usize = 1 << 20;
 pub struct LimiterRuntime<T: Limiter> {
     plugin: T,
     keys: Vec<Option<KeyEntry<T::KeyState>>>,
+    /// State handed over by the previous version, by key, until the kernel defines it.
+    handed: std::collections::HashMap<LimitKey, Vec<u8>>,
 }
 
 impl<T: Limiter> LimiterRuntime<T> {
@@ -37,6 +51,7 @@ impl<T: Limiter> LimiterRuntime<T> {
         Ok(LimiterRuntime {
             plugin: T::new(config)?,
             keys: Vec::new(),
+            handed: std::collections::HashMap::new(),
         })
     }
 
@@ -49,8 +64,67 @@ impl<T: Limiter> LimiterRuntime<T> {
         if self.keys.len() <= slot {
             self.keys.resize_with(slot + 1, || None);
         }
-        let state = self.plugin.prepare(&attributes);
+        let handed = self
+            .handed
+            .remove(&attributes)
+            .and_then(|saved| self.plugin.restore(&attributes, &saved));
+        let state = match handed {
+            Some(state) => state,
+            None => self.plugin.prepare(&attributes),
+        };
         self.keys[slot] = Some(KeyEntry { attributes, state });
+    }
+
+    /// `export-state`: every key's attributes and saved state, length-prefixed.
+    pub fn export_state(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for entry in self.keys.iter().flatten() {
+            if let Some(saved) = self.plugin.save(&entry.state) {
+                let a = &entry.attributes;
+                for field in [
+                    a.service.as_bytes(),
+                    a.method.as_bytes(),
+                    a.consumer_app.as_bytes(),
+                    a.consumer_ip.as_bytes(),
+                    &saved,
+                ] {
+                    out.extend_from_slice(&(field.len() as u32).to_le_bytes());
+                    out.extend_from_slice(field);
+                }
+            }
+        }
+        out
+    }
+
+    /// `import-state`: keeps what [`LimiterRuntime::export_state`] wrote until the keys
+    /// are defined. Malformed input is dropped whole (a fresh start, never a trap).
+    pub fn import_state(&mut self, mut bytes: &[u8]) {
+        fn field<'a>(bytes: &mut &'a [u8]) -> Option<&'a [u8]> {
+            let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+            let value = bytes.get(4..4 + len)?;
+            *bytes = &bytes[4 + len..];
+            Some(value)
+        }
+        let text = |b: &[u8]| String::from_utf8(b.to_vec()).ok();
+        let mut handed = std::collections::HashMap::new();
+        while !bytes.is_empty() {
+            let parsed = (|| {
+                let key = LimitKey {
+                    service: text(field(&mut bytes)?)?,
+                    method: text(field(&mut bytes)?)?,
+                    consumer_app: text(field(&mut bytes)?)?,
+                    consumer_ip: text(field(&mut bytes)?)?,
+                };
+                Some((key, field(&mut bytes)?.to_vec()))
+            })();
+            match parsed {
+                Some((key, saved)) => {
+                    handed.insert(key, saved);
+                }
+                None => return,
+            }
+        }
+        self.handed = handed;
     }
 
     /// `acquire`. An unknown key is admitted: the kernel always defines keys first, so

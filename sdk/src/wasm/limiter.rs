@@ -1,9 +1,27 @@
 use crate::kinds::limiter::{Limiter, LimiterRuntime};
 
+#[cfg(not(feature = "stateful-limiter"))]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
         world: "axle:spi/limiter",
+        with: {
+            "axle:spi/types@0.1.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.1.0": crate::wasm::base::axle::spi::host,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__axle_export_limiter",
+        default_bindings_module: "axle_sdk::wasm::limiter::bindings",
+    });
+}
+
+/// The same kind with the optional state handoff exports.
+#[cfg(feature = "stateful-limiter")]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "axle:spi/stateful-limiter",
         with: {
             "axle:spi/types@0.1.0": crate::wasm::base::axle::spi::types,
             "axle:spi/host@0.1.0": crate::wasm::base::axle::spi::host,
@@ -40,6 +58,24 @@ impl<S: Slot> bindings::Guest for S {
         S::with(|slot| {
             if let Some(rt) = slot {
                 rt.key_defined(key, attributes)
+            }
+        })
+    }
+
+    #[cfg(feature = "stateful-limiter")]
+    fn export_state() -> Vec<u8> {
+        S::with(|slot| {
+            slot.as_ref()
+                .map(|rt| rt.export_state())
+                .unwrap_or_default()
+        })
+    }
+
+    #[cfg(feature = "stateful-limiter")]
+    fn import_state(state: Vec<u8>) {
+        S::with(|slot| {
+            if let Some(rt) = slot {
+                rt.import_state(&state)
             }
         })
     }

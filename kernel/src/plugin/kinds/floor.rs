@@ -22,8 +22,10 @@ impl Kind for FloorKind {
     fn instantiate(
         pre: &Self::Pre,
         store: &mut Store<HostState>,
-    ) -> wasmtime::Result<Self::Bindings> {
-        pre.instantiate(store)
+    ) -> wasmtime::Result<(Self::Bindings, wasmtime::component::Instance)> {
+        let instance = pre.instance_pre().instantiate(&mut *store)?;
+        let bindings = b::Floor::new(&mut *store, &instance)?;
+        Ok((bindings, instance))
     }
 
     fn init(

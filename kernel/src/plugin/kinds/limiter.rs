@@ -131,6 +131,31 @@ impl LimiterPlugin {
         })
     }
 
+    /// Hot-swap handoff, the running side: what the plugin wants its next version to
+    /// know (its optional `export-state`; `None` if it has none). One instance answers:
+    /// limiters keep one.
+    pub fn export_state(&self) -> Option<Vec<u8>> {
+        self.pool.with(|slot| {
+            self.catch_up(slot).ok()?;
+            slot.inst
+                .call_optional::<(), (Vec<u8>,)>("export-state", ())
+                .map(|(bytes,)| bytes)
+        })
+    }
+
+    /// Hot-swap handoff, the new side: hands `state` to every instance's optional
+    /// `import-state`, before any key is defined. Returns whether the plugin took it.
+    pub fn import_state(&self, state: &[u8]) -> bool {
+        let mut took = false;
+        self.pool.each(|slot| {
+            took |= slot
+                .inst
+                .call_optional::<(&[u8],), ()>("import-state", (state,))
+                .is_some();
+        });
+        took
+    }
+
     /// Asks to admit `permits` under `key` (interned by [`LimiterPlugin::key_id`]).
     pub fn acquire(&self, key: u32, permits: u32) -> Admitted {
         self.pool.with(|slot| {

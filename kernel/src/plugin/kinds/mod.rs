@@ -22,8 +22,11 @@ macro_rules! world_kind {
             fn instantiate(
                 pre: &Self::Pre,
                 store: &mut wasmtime::Store<crate::plugin::host_state::HostState>,
-            ) -> wasmtime::Result<Self::Bindings> {
-                pre.instantiate(store)
+            ) -> wasmtime::Result<(Self::Bindings, wasmtime::component::Instance)> {
+                let instance = pre.instance_pre().instantiate(&mut *store)?;
+                let bindings =
+                    crate::plugin::bindings::$module::$bindings::new(&mut *store, &instance)?;
+                Ok((bindings, instance))
             }
 
             fn init(

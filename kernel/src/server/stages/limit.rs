@@ -7,7 +7,8 @@ use crate::wire::{ErrorClass, Frame};
 
 /// `Err` carries the rejection frame (boxed: it is the rare path).
 pub fn admit(p: &Pipeline, ctx: &Context, id: u64) -> Result<(), Box<Frame>> {
-    let Some(limiter) = &p.limiter else {
+    let loaded = p.limiter.load();
+    let Some(limiter) = loaded.as_ref() else {
         return Ok(());
     };
     let key = limiter.key_id_of(KeyParts {
