@@ -256,13 +256,7 @@ impl Connection {
                 self.limits.max_frame
             )));
         }
-        let id = self.next_id.fetch_add(1, Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, tx);
+        let (id, rx) = self.expect_answer();
         let mut guard = CancelOnDrop {
             conn: self,
             id,
@@ -286,10 +280,7 @@ impl Connection {
             // The sender was dropped without an answer: the connection failed.
             Ok(Err(_)) => {
                 guard.armed = false;
-                Err(TransportError::Reset {
-                    addr: self.shared.addr.clone(),
-                    reason: "connection closed".into(),
-                })
+                Err(self.lost())
             }
             Err(_) => Err(TransportError::Timeout), // guard cancels
         }
@@ -302,11 +293,27 @@ impl Connection {
         timeout: std::time::Duration,
     ) -> Result<std::time::Duration, TransportError> {
         if self.closed() {
-            return Err(TransportError::Reset {
-                addr: self.shared.addr.clone(),
-                reason: "connection closed".into(),
-            });
+            return Err(self.lost());
         }
+        let (id, rx) = self.expect_answer();
+        let sent = Instant::now();
+        if self.tx.send(Frame::bare(Kind::Ping, id)).await.is_err() {
+            self.forget(id);
+            return Err(self.lost());
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(Ok(_))) => Ok(sent.elapsed()),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(self.lost()),
+            Err(_) => {
+                self.forget(id);
+                Err(TransportError::Timeout)
+            }
+        }
+    }
+
+    /// A new frame id, and where its answer (response or pong) will arrive.
+    fn expect_answer(&self) -> (u64, oneshot::Receiver<Result<Frame, TransportError>>) {
         let id = self.next_id.fetch_add(1, Relaxed);
         let (tx, rx) = oneshot::channel();
         self.shared
@@ -314,25 +321,14 @@ impl Connection {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id, tx);
-        let sent = Instant::now();
-        if self.tx.send(Frame::bare(Kind::Ping, id)).await.is_err() {
-            self.forget(id);
-            return Err(TransportError::Reset {
-                addr: self.shared.addr.clone(),
-                reason: "connection closed".into(),
-            });
-        }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(Ok(_))) => Ok(sent.elapsed()),
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(_)) => Err(TransportError::Reset {
-                addr: self.shared.addr.clone(),
-                reason: "connection closed".into(),
-            }),
-            Err(_) => {
-                self.forget(id);
-                Err(TransportError::Timeout)
-            }
+        (id, rx)
+    }
+
+    /// The error of a connection that went away.
+    fn lost(&self) -> TransportError {
+        TransportError::Reset {
+            addr: self.shared.addr.clone(),
+            reason: "connection closed".into(),
         }
     }
 
