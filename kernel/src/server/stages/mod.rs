@@ -15,6 +15,7 @@ use crate::wire::{ErrorClass, Frame, FLAG_EXTERNAL};
 pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
     let id = request.id;
     if p.closing.load(Relaxed) {
+        p.refused_closing.fetch_add(1, Relaxed);
         return Frame::error(
             id,
             ErrorClass::ShuttingDown,
@@ -23,6 +24,7 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
     }
     let (Some(service), Some(method)) = (request.meta.service.take(), request.meta.method.take())
     else {
+        p.malformed.fetch_add(1, Relaxed);
         return Frame::error(
             id,
             ErrorClass::BadRequest,
@@ -44,7 +46,22 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
     };
     let external = request.flags & FLAG_EXTERNAL != 0;
     let guard = p.guards.of(&ctx.service, &ctx.method);
-    if let Err(frame) = protect::check_internal(&guard, external, &ctx, id) {
+    guard.stats.received();
+    let response = protected(p, &guard, ctx, request, external).await;
+    guard.stats.answered(response.meta.error_class);
+    response
+}
+
+/// Internal-only, limiter, concurrency guard and fuse, then the handler.
+async fn protected(
+    p: &Pipeline,
+    guard: &protect::MethodGuard,
+    ctx: Context,
+    request: Frame,
+    external: bool,
+) -> Frame {
+    let id = request.id;
+    if let Err(frame) = protect::check_internal(guard, external, &ctx, id) {
         return *frame;
     }
     if let Err(frame) = limit::admit(p, &ctx, id) {
@@ -54,7 +71,7 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
         Ok(entry) => entry,
         Err(refusal) => return protect::refusal(refusal, &ctx, id),
     };
-    let response = dispatch::dispatch(p, ctx, request).await;
+    let response = dispatch::dispatch(p, ctx, request, &guard.stats).await;
     if response.meta.error_class == Some(ErrorClass::Internal) {
         guard.guard.unexpected_error();
     }

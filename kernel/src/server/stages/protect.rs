@@ -2,19 +2,22 @@
 //! requests marked external; the concurrency guard and the fuse answer `overloaded` (the
 //! handler did not run, so the caller fails over without counting a failure).
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, RwLock};
 
 use rustc_hash::FxHashMap;
 
 use crate::governance::guard::{Guard, Refusal};
 use crate::manifest::Manifest;
+use crate::server::stats::{MethodStats, MethodView};
 use crate::server::Context;
 use crate::wire::{ErrorClass, Frame};
 
-/// One method's protections.
+/// One method's protections, and its counters (looked up once per request, together).
 pub struct MethodGuard {
     pub guard: Guard,
     pub internal_only: bool,
+    pub stats: MethodStats,
 }
 
 /// Every method's protections, resolved from the manifest's tiers on first use.
@@ -55,27 +58,25 @@ impl Guards {
                 Arc::new(MethodGuard {
                     guard: Guard::new(&governance),
                     internal_only: governance.internal_only,
+                    stats: MethodStats::default(),
                 })
             })
             .clone()
     }
 
-    /// Most requests each method has handled at once, for people.
-    pub fn max_concurrency_seen(&self) -> Vec<(String, String, u32)> {
+    /// Every method's counters, by service then method, for people.
+    pub fn views(&self) -> Vec<MethodView> {
         let all = self.by_method.read().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<_> = all
+        let mut out: Vec<MethodView> = all
             .iter()
             .flat_map(|(s, methods)| {
                 methods.iter().map(move |(m, g)| {
-                    (
-                        s.clone(),
-                        m.clone(),
-                        g.guard.max_seen.load(std::sync::atomic::Ordering::Relaxed),
-                    )
+                    g.stats
+                        .view(s, m, g.guard.in_flight(), g.guard.max_seen.load(Relaxed))
                 })
             })
             .collect();
-        out.sort();
+        out.sort_by(|a, b| (&a.service, &a.method).cmp(&(&b.service, &b.method)));
         out
     }
 }
