@@ -99,7 +99,10 @@ fn serve_admin_counts_every_request_and_every_error_class_exactly() {
         .find(|l| l.trim_start().starts_with("flaky/x "))
         .unwrap_or_else(|| panic!("{out}"));
     assert!(row.contains(&format!("internal={m}")), "{row}");
-    assert!(out.contains(&format!("server `serve` on {}", server.addr)), "{out}");
+    assert!(
+        out.contains(&format!("server `serve` on {}", server.addr)),
+        "{out}"
+    );
 }
 
 #[test]
@@ -160,7 +163,9 @@ fn stats_from_a_manifest_shows_a_live_endpoint_healthy_and_a_dead_one_dead() {
     let out = axle(&["stats", "--manifest", path, "--json", "--probe-ms", "500"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let services = report["clients"][0]["services"].as_array().expect("services");
+    let services = report["clients"][0]["services"]
+        .as_array()
+        .expect("services");
     let echo = services
         .iter()
         .find(|s| s["service"] == "echo")
@@ -174,7 +179,11 @@ fn stats_from_a_manifest_shows_a_live_endpoint_healthy_and_a_dead_one_dead() {
             .unwrap_or_else(|| panic!("{addr} in {echo}"));
         (e["state"].clone(), e["in_rotation"].clone())
     };
-    assert_eq!(state_of(&live.addr), ("healthy".into(), true.into()), "{echo}");
+    assert_eq!(
+        state_of(&live.addr),
+        ("healthy".into(), true.into()),
+        "{echo}"
+    );
     assert_eq!(state_of(&dead), ("dead".into(), false.into()), "{echo}");
 
     let table = axle(&["stats", "--manifest", path, "--probe-ms", "500"]);

@@ -195,12 +195,32 @@ fn server_table(out: &mut String, s: &ServerStats) {
                 .join(",")
         }
     };
-    let width = v.methods.iter().map(|m| target(m).len()).chain([14]).max().unwrap_or(14);
-    let ewidth = v.methods.iter().map(|m| errors(m).len()).chain([6]).max().unwrap_or(6);
+    let width = v
+        .methods
+        .iter()
+        .map(|m| target(m).len())
+        .chain([14])
+        .max()
+        .unwrap_or(14);
+    let ewidth = v
+        .methods
+        .iter()
+        .map(|m| errors(m).len())
+        .chain([6])
+        .max()
+        .unwrap_or(6);
     let _ = writeln!(
         out,
         "  {:<width$}  {:>9} {:>9} {:>9}  {:<ewidth$}  {:>5} {:>8} {:>9} {:>9} {:>9}",
-        "service/method", "requests", "handled", "ok", "errors", "infl", "max-conc", "ewma", "p50",
+        "service/method",
+        "requests",
+        "handled",
+        "ok",
+        "errors",
+        "infl",
+        "max-conc",
+        "ewma",
+        "p50",
         "p99"
     );
     for m in &v.methods {

@@ -238,6 +238,15 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// The handler of `service/method` (its own, else its service's catch-all).
+    fn handler(&self, service: &str, method: &str) -> Option<Handler> {
+        self.handlers
+            .get(service)
+            .and_then(|methods| methods.get(method))
+            .or_else(|| self.any_method.get(service))
+            .cloned()
+    }
+
     fn view(&self) -> ServerView {
         ServerView {
             address: self.local.to_string(),

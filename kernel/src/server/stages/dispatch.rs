@@ -1,21 +1,20 @@
-//! Finds the handler, refuses work whose deadline has already passed, and runs the handler
-//! within the remaining budget, timing it for the method's counters.
+//! Runs the handler found for the request (none: `not_found`), unless its deadline has
+//! already passed, within the remaining budget, timing it for the method's counters.
 
 use std::time::Instant;
 
 use crate::server::stats::MethodStats;
-use crate::server::{Context, Pipeline, Request};
+use crate::server::{Context, Handler, Request};
 use crate::wire::{ErrorClass, Frame};
 
-pub async fn dispatch(p: &Pipeline, ctx: Context, request: Frame, stats: &MethodStats) -> Frame {
+pub async fn dispatch(
+    handler: Option<Handler>,
+    ctx: Context,
+    request: Frame,
+    stats: &MethodStats,
+) -> Frame {
     let id = request.id;
-    let Some(handler) = p
-        .handlers
-        .get(ctx.service.as_str())
-        .and_then(|methods| methods.get(ctx.method.as_str()))
-        .or_else(|| p.any_method.get(ctx.service.as_str()))
-        .cloned()
-    else {
+    let Some(handler) = handler else {
         return Frame::error(
             id,
             ErrorClass::NotFound,

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use super::{Context, Pipeline};
+use super::{Context, Handler, Pipeline};
 use crate::wire::{ErrorClass, Frame, FLAG_EXTERNAL};
 
 /// Runs one request frame through the pipeline; always yields a response frame.
@@ -45,9 +45,10 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
         tags: std::mem::take(&mut request.meta.tags),
     };
     let external = request.flags & FLAG_EXTERNAL != 0;
-    let guard = p.guards.of(&ctx.service, &ctx.method);
+    let handler = p.handler(&ctx.service, &ctx.method);
+    let guard = p.guards.of(&ctx.service, &ctx.method, handler.is_some());
     guard.stats.received();
-    let response = protected(p, &guard, ctx, request, external).await;
+    let response = protected(p, &guard, handler, ctx, request, external).await;
     guard.stats.answered(response.meta.error_class);
     response
 }
@@ -56,6 +57,7 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
 async fn protected(
     p: &Pipeline,
     guard: &protect::MethodGuard,
+    handler: Option<Handler>,
     ctx: Context,
     request: Frame,
     external: bool,
@@ -71,7 +73,7 @@ async fn protected(
         Ok(entry) => entry,
         Err(refusal) => return protect::refusal(refusal, &ctx, id),
     };
-    let response = dispatch::dispatch(p, ctx, request, &guard.stats).await;
+    let response = dispatch::dispatch(handler, ctx, request, &guard.stats).await;
     if response.meta.error_class == Some(ErrorClass::Internal) {
         guard.guard.unexpected_error();
     }
