@@ -179,6 +179,10 @@ pub fn manifest(name: &str, kind: &str, component: &str, extra: &str) -> String 
 pub struct ServeProcess {
     child: std::process::Child,
     pub addr: String,
+    /// The admin endpoint's address, when started with `--admin`.
+    pub admin: Option<String>,
+    /// Kept open: the process may print more, and a closed pipe would fail its writes.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
 }
 
 impl ServeProcess {
@@ -218,16 +222,33 @@ impl ServeProcess {
             .spawn()
             .expect("start axle serve");
         let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        let read = std::io::BufReader::new(stdout).read_line(&mut line);
-        let addr = match (read, line.strip_prefix("listening on ")) {
-            (Ok(_), Some(addr)) => addr.trim().to_string(),
-            _ => {
+        let mut stdout = std::io::BufReader::new(stdout);
+        let mut next_line = |prefix: &str| {
+            let mut line = String::new();
+            let read = stdout.read_line(&mut line);
+            match (read, line.strip_prefix(prefix)) {
+                (Ok(_), Some(addr)) => Ok(addr.trim().to_string()),
+                _ => Err(line),
+            }
+        };
+        let addr = next_line("listening on ");
+        // `--admin` prints its address on the second line.
+        let admin = args
+            .contains(&"--admin")
+            .then(|| next_line("admin on "))
+            .transpose();
+        match (addr, admin) {
+            (Ok(addr), Ok(admin)) => ServeProcess {
+                child,
+                addr,
+                admin,
+                _stdout: stdout,
+            },
+            (Err(line), _) | (_, Err(line)) => {
                 let _ = child.kill();
                 panic!("axle serve did not start: {line:?}");
             }
-        };
-        ServeProcess { child, addr }
+        }
     }
 
     /// The process id (for signals).

@@ -8,7 +8,9 @@
 //! - [`plugin`] — the sandboxed plugin host and one file per plugin kind.
 //! - [`facts`] — the per-endpoint facts the kernel measures and plugins read.
 //! - [`bench`] — `axle bench plugins`.
+//! - [`admin`] — the loopback admin endpoint (`axle stats --admin`).
 
+pub mod admin;
 pub mod bench;
 pub mod client;
 pub mod facts;

@@ -22,6 +22,9 @@ enum Command {
     Serve(cli::serve::Args),
     /// One call through the full client pipeline; prints the JSON answer.
     Call(cli::call::Args),
+    /// Per service and endpoint (client) and per method (server): state, calls, errors,
+    /// latency, in-flight — from a running kernel (--admin) or probed from a manifest.
+    Stats(cli::stats::Args),
     /// Work with plugins.
     #[command(subcommand)]
     Plugins(PluginsCommand),
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => runtime().and_then(|rt| rt.block_on(cli::demo::run(args))),
         Command::Serve(args) => runtime().and_then(|rt| rt.block_on(cli::serve::run(args))),
         Command::Call(args) => runtime().and_then(|rt| rt.block_on(cli::call::run(args))),
+        Command::Stats(args) => runtime().and_then(|rt| rt.block_on(cli::stats::run(args))),
         Command::Config(ConfigCommand::Explain { target, manifest }) => {
             cli::config::explain(manifest.as_deref(), &target)
         }

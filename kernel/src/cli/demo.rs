@@ -29,6 +29,8 @@ pub struct Args {
     /// Requests in flight at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
+    #[command(flatten)]
+    admin: super::admin::AdminArgs,
 }
 
 /// Each provider's `flaky` behaviour: one fast, one medium, one slow with a tail and a few
@@ -89,6 +91,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .as_deref()
             .map_or("no limiter".to_string(), |l| format!("limiter `{l}`")),
     );
+    let mut exposed = axle::admin::Admin::new().client("demo", client.clone());
+    for (i, server) in servers.iter().enumerate() {
+        exposed = exposed.server(&format!("provider-{i}"), server);
+    }
+    let admin = args.admin.start(exposed).await?;
+    if let Some(a) = &admin {
+        println!("admin on {} (axle stats --admin {0})", a.local_addr());
+    }
 
     let stats: Arc<Mutex<BTreeMap<u32, PerEndpoint>>> = Arc::default();
     let done = Arc::new(AtomicU64::new(0));
@@ -181,6 +191,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         total_done as f64 / elapsed,
         failed.load(Relaxed)
     );
+    if let Some(a) = admin {
+        a.shutdown(Duration::ZERO).await;
+    }
     for server in servers {
         server.shutdown(Duration::from_secs(1)).await;
     }

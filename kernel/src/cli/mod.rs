@@ -1,11 +1,13 @@
 //! The subcommands' own output (the only place that prints to stdout).
 
+pub mod admin;
 pub mod bench;
 pub mod call;
 pub mod check;
 pub mod config;
 pub mod demo;
 pub mod serve;
+pub mod stats;
 
 /// `1.2 ms`, `850 µs`, `42 ns`.
 pub fn duration(d: std::time::Duration) -> String {

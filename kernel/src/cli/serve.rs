@@ -44,6 +44,8 @@ pub struct Args {
     /// How long to wait for requests in flight when stopping (ms).
     #[arg(long, default_value_t = 5000)]
     drain_ms: u64,
+    #[command(flatten)]
+    admin: super::admin::AdminArgs,
 }
 
 fn flaky(base: FlakyConfig, a: &Args) -> FlakyConfig {
@@ -80,12 +82,26 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .bind(&listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
-    // The one line scripts and tests wait for.
-    println!("listening on {}", server.local_addr());
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
+    let admin = args
+        .admin
+        .start(axle::admin::Admin::new().server("serve", &server))
+        .await?;
+    // The line scripts and tests wait for, then the admin endpoint's (a second line, so
+    // readers of the first are unaffected). A reader that went away is no reason to stop.
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on {}", server.local_addr());
+        if let Some(a) = &admin {
+            let _ = writeln!(out, "admin on {}", a.local_addr());
+        }
+        let _ = out.flush();
+    }
     wait_for_stop().await;
     tracing::info!("stopping: draining requests in flight");
+    if let Some(a) = admin {
+        a.shutdown(Duration::ZERO).await;
+    }
     server.shutdown(Duration::from_millis(args.drain_ms)).await;
     Ok(ExitCode::SUCCESS)
 }

@@ -460,6 +460,14 @@ impl Client {
         self.registry.loadout.load().manifest.clone()
     }
 
+    /// Dials every endpoint no call has reached yet and heartbeats the connected ones,
+    /// once, now; the health monitor carries on from there. For a client that wants to
+    /// know what is reachable before (or without) calling (`axle stats --manifest`).
+    pub async fn probe_endpoints(&self) {
+        self.start_monitor();
+        crate::health::monitor::reach_all(&self.registry).await;
+    }
+
     /// Every service's endpoints as this client sees them: health, rotation, facts.
     pub fn services(&self) -> Vec<ServiceView> {
         self.registry.views()

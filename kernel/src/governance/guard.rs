@@ -82,6 +82,11 @@ impl Guard {
         Ok(Entry(self))
     }
 
+    /// Requests inside the guard now.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Relaxed)
+    }
+
     /// An unexpected error (internal) happened in this method.
     pub fn unexpected_error(&self) {
         if self.fuse_errors == 0 {

@@ -43,6 +43,33 @@ async fn heartbeats(registry: Weak<Registry>, settings: Settings) {
     }
 }
 
+/// One round now, dialling endpoints no call has dialled yet: a client that makes no
+/// calls (`axle stats --manifest`) otherwise never learns whether its endpoints are up,
+/// since heartbeats only go over connections that calls opened. A refused dial makes the
+/// endpoint unreachable; a made one is heartbeaten like any other.
+pub async fn reach_all(reg: &Registry) {
+    let settings = reg.health;
+    let endpoints = reg.all_endpoints();
+    let rounds = endpoints.iter().map(|ep| reach(ep, settings));
+    let changes = futures::future::join_all(rounds).await;
+    announce(reg, &endpoints, changes);
+}
+
+async fn reach(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
+    let status = ep.health.status();
+    let never_dialled = ep.link.current().is_none() && !ep.link.lost();
+    if never_dialled && !status.unreachable && status.removed_at.is_none() {
+        if let Err(e) = ep.link.connection().await {
+            tracing::debug!(endpoint = ep.id, "first dial: {e}");
+            return ep
+                .health
+                .mark_unreachable()
+                .then_some(HealthChange::Unreachable);
+        }
+    }
+    check(ep, settings).await
+}
+
 /// Publishes the new rotation, then tells subscribers: whoever hears of a change finds the
 /// rotation already reflecting it.
 fn announce(reg: &Registry, endpoints: &[Arc<Endpoint>], changes: Vec<Option<HealthChange>>) {

@@ -7,19 +7,24 @@
 //! ```
 //!
 //! Concurrency guards, fuses and internal-only checks (governance) slot in between.
+//! Every method's requests, answers by class and handler latency are counted on the way
+//! (`stats`), for [`Server::stats`].
 
 mod context;
 mod handler;
+mod latency;
 pub mod stages;
+pub mod stats;
 
 pub use context::Context;
 pub use handler::{Handler, Request, Response, Status};
+pub use stats::{MethodView, ServerView};
 
 use std::collections::HashMap;
 
 use rustc_hash::FxHashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -145,6 +150,9 @@ impl ServerBuilder {
             guards: stages::protect::Guards::new(self.manifest),
             closing: AtomicBool::new(false),
             in_flight: Arc::new(AtomicUsize::new(0)),
+            refused_closing: AtomicU64::new(0),
+            malformed: AtomicU64::new(0),
+            local,
         });
         let accept = tokio::spawn(serve::accept(
             listener,
@@ -185,6 +193,17 @@ impl Server {
         self.pipeline.in_flight.load(Ordering::Relaxed)
     }
 
+    /// Every method's counters now (the provider's side of `axle stats`).
+    pub fn stats(&self) -> ServerView {
+        self.pipeline.view()
+    }
+
+    /// A handle that reads [`Server::stats`] from elsewhere (the admin endpoint) and
+    /// outlives nothing: the server still stops with [`Server::shutdown`].
+    pub fn observer(&self) -> ServerObserver {
+        ServerObserver(self.pipeline.clone())
+    }
+
     /// Stops outside-in: stop accepting, tell connected callers (goaway), answer new
     /// requests `shutting_down`, wait up to `drain` for the requests in flight.
     pub async fn shutdown(self, drain: Duration) {
@@ -195,6 +214,22 @@ impl Server {
         while self.in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+}
+
+/// Reads a running server's counters; cheap to clone.
+#[derive(Clone)]
+pub struct ServerObserver(Arc<Pipeline>);
+
+impl ServerObserver {
+    /// Every method's counters now.
+    pub fn stats(&self) -> ServerView {
+        self.0.view()
+    }
+
+    /// Where the server listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.0.local
     }
 }
 
@@ -211,6 +246,31 @@ pub struct Pipeline {
     closing: AtomicBool,
     /// Requests being handled.
     in_flight: Arc<AtomicUsize>,
+    /// Refused while stopping, and naming no service or method (no method to count them on).
+    refused_closing: AtomicU64,
+    malformed: AtomicU64,
+    local: SocketAddr,
+}
+
+impl Pipeline {
+    /// The handler of `service/method` (its own, else its service's catch-all).
+    fn handler(&self, service: &str, method: &str) -> Option<Handler> {
+        self.handlers
+            .get(service)
+            .and_then(|methods| methods.get(method))
+            .or_else(|| self.any_method.get(service))
+            .cloned()
+    }
+
+    fn view(&self) -> ServerView {
+        ServerView {
+            address: self.local.to_string(),
+            in_flight: self.in_flight.load(Ordering::Relaxed) as u64,
+            refused_closing: self.refused_closing.load(Ordering::Relaxed),
+            malformed: self.malformed.load(Ordering::Relaxed),
+            methods: self.guards.views(),
+        }
+    }
 }
 
 impl Dispatch for Pipeline {

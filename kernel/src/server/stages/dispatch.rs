@@ -1,20 +1,20 @@
-//! Finds the handler, refuses work whose deadline has already passed, and runs the handler
-//! within the remaining budget.
+//! Runs the handler found for the request (none: `not_found`), unless its deadline has
+//! already passed, within the remaining budget, timing it for the method's counters.
 
 use std::time::Instant;
 
-use crate::server::{Context, Pipeline, Request};
+use crate::server::stats::MethodStats;
+use crate::server::{Context, Handler, Request};
 use crate::wire::{ErrorClass, Frame};
 
-pub async fn dispatch(p: &Pipeline, ctx: Context, request: Frame) -> Frame {
+pub async fn dispatch(
+    handler: Option<Handler>,
+    ctx: Context,
+    request: Frame,
+    stats: &MethodStats,
+) -> Frame {
     let id = request.id;
-    let Some(handler) = p
-        .handlers
-        .get(ctx.service.as_str())
-        .and_then(|methods| methods.get(ctx.method.as_str()))
-        .or_else(|| p.any_method.get(ctx.service.as_str()))
-        .cloned()
-    else {
+    let Some(handler) = handler else {
         return Frame::error(
             id,
             ErrorClass::NotFound,
@@ -37,20 +37,23 @@ pub async fn dispatch(p: &Pipeline, ctx: Context, request: Frame) -> Frame {
             .unwrap_or_else(|| crate::payload::RAW.to_string()),
         payload: request.payload,
     };
+    let started = Instant::now();
     let run = handler(req);
     let result = match deadline {
         Some(d) => match tokio::time::timeout_at(d.into(), run).await {
             Ok(r) => r,
             Err(_) => {
+                stats.handled(started.elapsed().as_nanos() as u64);
                 return Frame::error(
                     id,
                     ErrorClass::DeadlineExceeded,
                     "the handler ran out of time",
-                )
+                );
             }
         },
         None => run.await,
     };
+    stats.handled(started.elapsed().as_nanos() as u64);
     match result {
         Ok(resp) => Frame::response(id, Some(resp.content_type), resp.payload),
         Err(status) => Frame::error(id, status.class, status.message),

@@ -8,13 +8,14 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use super::{Context, Pipeline};
+use super::{Context, Handler, Pipeline};
 use crate::wire::{ErrorClass, Frame, FLAG_EXTERNAL};
 
 /// Runs one request frame through the pipeline; always yields a response frame.
 pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
     let id = request.id;
     if p.closing.load(Relaxed) {
+        p.refused_closing.fetch_add(1, Relaxed);
         return Frame::error(
             id,
             ErrorClass::ShuttingDown,
@@ -23,6 +24,7 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
     }
     let (Some(service), Some(method)) = (request.meta.service.take(), request.meta.method.take())
     else {
+        p.malformed.fetch_add(1, Relaxed);
         return Frame::error(
             id,
             ErrorClass::BadRequest,
@@ -43,8 +45,25 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
         tags: std::mem::take(&mut request.meta.tags),
     };
     let external = request.flags & FLAG_EXTERNAL != 0;
-    let guard = p.guards.of(&ctx.service, &ctx.method);
-    if let Err(frame) = protect::check_internal(&guard, external, &ctx, id) {
+    let handler = p.handler(&ctx.service, &ctx.method);
+    let guard = p.guards.of(&ctx.service, &ctx.method, handler.is_some());
+    guard.stats.received();
+    let response = protected(p, &guard, handler, ctx, request, external).await;
+    guard.stats.answered(response.meta.error_class);
+    response
+}
+
+/// Internal-only, limiter, concurrency guard and fuse, then the handler.
+async fn protected(
+    p: &Pipeline,
+    guard: &protect::MethodGuard,
+    handler: Option<Handler>,
+    ctx: Context,
+    request: Frame,
+    external: bool,
+) -> Frame {
+    let id = request.id;
+    if let Err(frame) = protect::check_internal(guard, external, &ctx, id) {
         return *frame;
     }
     if let Err(frame) = limit::admit(p, &ctx, id) {
@@ -54,7 +73,7 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
         Ok(entry) => entry,
         Err(refusal) => return protect::refusal(refusal, &ctx, id),
     };
-    let response = dispatch::dispatch(p, ctx, request).await;
+    let response = dispatch::dispatch(handler, ctx, request, &guard.stats).await;
     if response.meta.error_class == Some(ErrorClass::Internal) {
         guard.guard.unexpected_error();
     }
