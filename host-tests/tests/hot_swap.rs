@@ -273,3 +273,57 @@ fn a_token_bucket_keeps_its_tokens_across_a_swap_to_its_next_version() {
         assert_eq!(admitted(8).await, 6, "a different plugin starts fresh");
     });
 }
+
+#[test]
+fn axle_swap_fills_a_slot_of_a_running_kernel_or_says_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plugins.toml");
+    let text = axle::manifest::defaults::EMBEDDED_MANIFEST.to_string()
+        + "\n[plugins.other-bucket]\nkind = \"limiter\"\ncomponent = \"builtin:token-bucket\"\n";
+    std::fs::write(&path, text).unwrap();
+    let server = ServeProcess::start_with_manifest(Some(&path), &["--admin", "127.0.0.1:0"]);
+    let admin = server.admin.clone().expect("admin address");
+    let swap = |slot: &str, plugin: &str| {
+        std::process::Command::new(axle_host_tests::axle_bin())
+            .args(["swap", slot, plugin, "--admin", &admin])
+            .output()
+            .unwrap()
+    };
+    let ok = swap("limiter", "other-bucket");
+    let out = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(
+        out.contains("swapped limiter -> other-bucket") && out.contains("loaded: other-bucket"),
+        "{out}"
+    );
+    let wrong = swap("limiter", "json");
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the running plugin stays") && err.contains("is a serializer, not a limiter"),
+        "{err}"
+    );
+    // The server still answers through the limiter it has.
+    let t = axle_host_tests::TestHost::new();
+    let client = axle_host_tests::client_for(
+        &t.host,
+        "echo",
+        "round-robin",
+        vec![axle::manifest::EndpointSpec::new(&server.addr)],
+    );
+    rt().block_on(async {
+        client
+            .call_raw(
+                "echo",
+                "x",
+                Bytes::from_static(b"hi"),
+                &CallOptions::default(),
+            )
+            .await
+            .unwrap();
+    });
+}

@@ -25,6 +25,8 @@ enum Command {
     /// Per service and endpoint (client) and per method (server): state, calls, errors,
     /// latency, in-flight — from a running kernel (--admin) or probed from a manifest.
     Stats(cli::stats::Args),
+    /// Fill a slot of a running kernel with another plugin (hot-swap, via --admin).
+    Swap(cli::swap::Args),
     /// Work with plugins.
     #[command(subcommand)]
     Plugins(PluginsCommand),
@@ -112,6 +114,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => runtime().and_then(|rt| rt.block_on(cli::serve::run(args))),
         Command::Call(args) => runtime().and_then(|rt| rt.block_on(cli::call::run(args))),
         Command::Stats(args) => runtime().and_then(|rt| rt.block_on(cli::stats::run(args))),
+        Command::Swap(args) => runtime().and_then(|rt| rt.block_on(cli::swap::run(args))),
         Command::Config(ConfigCommand::Explain { target, manifest }) => {
             cli::config::explain(manifest.as_deref(), &target)
         }

@@ -18,6 +18,7 @@ mod client;
 mod error;
 mod method;
 mod stats;
+mod swap;
 mod targets;
 
 pub use address::{resolve, Exposure};
@@ -69,6 +70,13 @@ impl Admin {
     pub fn client(mut self, name: &str, client: Client) -> Self {
         self.targets.clients.insert(name.to_string(), client);
         self
+    }
+
+    /// Offers the `swap` method: `{"slot": "selector", "plugin": "p2c-ewma"}` fills a
+    /// slot of this kernel's clients and servers through `swapper`.
+    pub fn swapper(mut self, swapper: Arc<crate::swap::Swapper>) -> Self {
+        self.targets.swapper = Some(swapper);
+        self.method("swap", swap::swap)
     }
 
     /// Exposes `server` as `name` (its counters; it still stops on its own).

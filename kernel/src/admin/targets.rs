@@ -11,6 +11,8 @@ use crate::server::ServerObserver;
 pub struct Targets {
     pub clients: BTreeMap<String, Client>,
     pub servers: BTreeMap<String, ServerObserver>,
+    /// Swaps this kernel's plugins (the `swap` method); none: swapping is not offered.
+    pub swapper: Option<std::sync::Arc<crate::swap::Swapper>>,
 }
 
 impl Targets {

@@ -66,7 +66,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
     // The demo's providers are its own three; the manifest's endpoints are not dialled.
     manifest.endpoints.clear();
-    let host = PluginHost::with_default_cache()?;
+    let host = Arc::new(PluginHost::with_default_cache()?);
     let mut servers = Vec::new();
     for flaky in providers() {
         let builder = ServerBuilder::new().with_manifest(&host, &manifest)?;
@@ -91,7 +91,21 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             .as_deref()
             .map_or("no limiter".to_string(), |l| format!("limiter `{l}`")),
     );
-    let mut exposed = axle::admin::Admin::new().client("demo", client.clone());
+    // Hot-swap: the manifest file (if one was given) is watched, and `axle swap` works
+    // through the admin endpoint.
+    let mut swapper =
+        axle::swap::Swapper::new(host.clone(), args.manifest.clone(), vec![client.clone()]);
+    for server in &servers {
+        swapper = swapper.with_server(server.limiter_slot());
+    }
+    let swapper = Arc::new(swapper);
+    let _watch = match &args.manifest {
+        Some(_) => Some(axle::swap::watch::start(swapper.clone(), |_| {})?),
+        None => None,
+    };
+    let mut exposed = axle::admin::Admin::new()
+        .client("demo", client.clone())
+        .swapper(swapper);
     for (i, server) in servers.iter().enumerate() {
         exposed = exposed.server(&format!("provider-{i}"), server);
     }

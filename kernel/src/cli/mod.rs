@@ -8,6 +8,7 @@ pub mod config;
 pub mod demo;
 pub mod serve;
 pub mod stats;
+pub mod swap;
 
 /// `1.2 ms`, `850 µs`, `42 ns`.
 pub fn duration(d: std::time::Duration) -> String {

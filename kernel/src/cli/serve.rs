@@ -65,7 +65,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     flaky
         .validate()
         .map_err(|e| anyhow::anyhow!("--flaky-*: {e}"))?;
-    let host = PluginHost::with_default_cache()?;
+    let host = std::sync::Arc::new(PluginHost::with_default_cache()?);
     let builder = ServerBuilder::new().with_manifest(&host, &manifest)?;
     let mut builder = services::register(builder, flaky);
     if let Some(max) = args.max_frame_bytes {
@@ -82,9 +82,22 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .bind(&listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+    // Hot-swap: the limiter follows the manifest file, and `axle swap` through the admin.
+    let swapper = std::sync::Arc::new(
+        axle::swap::Swapper::new(host.clone(), args.manifest.clone(), Vec::new())
+            .with_server(server.limiter_slot()),
+    );
+    let _watch = match &args.manifest {
+        Some(_) => Some(axle::swap::watch::start(swapper.clone(), |_| {})?),
+        None => None,
+    };
     let admin = args
         .admin
-        .start(axle::admin::Admin::new().server("serve", &server))
+        .start(
+            axle::admin::Admin::new()
+                .server("serve", &server)
+                .swapper(swapper),
+        )
         .await?;
     // The line scripts and tests wait for, then the admin endpoint's (a second line, so
     // readers of the first are unaffected). A reader that went away is no reason to stop.

@@ -1,0 +1,60 @@
+//! `axle swap SLOT PLUGIN [--admin ADDR]`: fills a slot of a running kernel (through its
+//! admin endpoint) with another plugin its manifest declares. Prints what was loaded and
+//! how long the swap took; exits 1 with the reason when the running plugin stays.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// `axle swap` flags.
+#[derive(clap::Args)]
+pub struct Args {
+    /// `selector`, `serializer`, `routers`, `health-scorer` or `limiter`, optionally for
+    /// one service: `echo.selector`.
+    slot: String,
+    /// The plugin (a `[plugins.<name>]` of the running manifest; for `routers`, a
+    /// comma-separated list).
+    plugin: String,
+    /// The running kernel's admin endpoint.
+    #[arg(long, default_value = axle::admin::DEFAULT_ADDR)]
+    admin: String,
+    /// How long to wait for the answer (a plugin that is not cached compiles first).
+    #[arg(long, default_value_t = 60_000)]
+    timeout_ms: u64,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let body = serde_json::json!({ "slot": args.slot, "plugin": args.plugin });
+    match axle::admin::request(
+        &args.admin,
+        "swap",
+        &body,
+        Duration::from_millis(args.timeout_ms),
+    )
+    .await
+    {
+        Ok(report) => {
+            let report: axle::swap::SwapReport = serde_json::from_value(report)?;
+            println!(
+                "swapped {} -> {} in {:.2} ms (loaded: {}; kept: {})",
+                args.slot,
+                args.plugin,
+                report.took_us as f64 / 1000.0,
+                list(&report.loaded),
+                list(&report.kept)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("axle swap: the running plugin stays: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
