@@ -50,14 +50,20 @@ impl Backend for WatchedFile {
 
     fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Snapshot> {
         let (path, poll, key) = (self.path.clone(), self.poll, key.clone());
+        // The text the first snapshot came from is the baseline, read before the task
+        // runs so a change made right after subscribing is not missed.
+        let mut last_text = None;
         let first = match read(&path, &key) {
-            Ok((_, instances)) => Snapshot {
-                revision: 1,
-                instances: Arc::new(instances),
-                connected: true,
-                lists: 1,
-                error: None,
-            },
+            Ok((text, instances)) => {
+                last_text = Some(text);
+                Snapshot {
+                    revision: 1,
+                    instances: Arc::new(instances),
+                    connected: true,
+                    lists: 1,
+                    error: None,
+                }
+            }
             Err(e) => {
                 tracing::warn!(file = %path.display(), "providers file: {e}");
                 Snapshot {
@@ -68,7 +74,6 @@ impl Backend for WatchedFile {
         };
         let (tx, rx) = watch::channel(first);
         tokio::spawn(async move {
-            let mut last_text = std::fs::read_to_string(&path).ok();
             loop {
                 tokio::select! {
                     _ = tx.closed() => return,

@@ -137,3 +137,106 @@ fn discovery_config_validates_with_keys() {
         assert!(e.key.starts_with(key), "{text}: {e}");
     }
 }
+
+fn snapshot(addrs: &[&str]) -> Snapshot {
+    Snapshot {
+        revision: 1,
+        instances: std::sync::Arc::new(addrs.iter().map(|a| Instance::new(*a)).collect()),
+        connected: true,
+        lists: 1,
+        error: None,
+    }
+}
+
+#[test]
+fn the_secondary_group_serves_only_while_the_primary_has_nothing_admissible() {
+    use follow::plan;
+    let groups = config::Groups {
+        primary: "a".into(),
+        secondary: Some("b".into()),
+    };
+    let addrs = |p: &follow::Plan| {
+        p.instances
+            .iter()
+            .map(|i| i.address.clone())
+            .collect::<Vec<_>>()
+    };
+    let (p, s) = (snapshot(&["h:1", "h:2"]), snapshot(&["h:9"]));
+    let all = |a: &[&str]| a.len();
+    let none = |_: &[&str]| 0;
+    let healthy = plan(&groups, &p, Some(&s), all);
+    assert_eq!(
+        (healthy.group, addrs(&healthy)),
+        ("a", vec!["h:1".to_string(), "h:2".into()])
+    );
+    // Every primary endpoint inadmissible: the secondary joins, the primary's stay (so
+    // health probes can bring them back).
+    let sick = plan(&groups, &p, Some(&s), none);
+    assert_eq!((sick.group, addrs(&sick).len()), ("b", 3));
+    // The primary emptied: the secondary alone.
+    let empty = snapshot(&[]);
+    let gone = plan(&groups, &empty, Some(&s), all);
+    assert_eq!((gone.group, addrs(&gone)), ("b", vec!["h:9".to_string()]));
+    // No secondary providers either: the (empty) primary.
+    let nothing = plan(&groups, &empty, Some(&empty), all);
+    assert_eq!((nothing.group, nothing.instances.len()), ("a", 0));
+    // No secondary configured.
+    let solo = config::Groups {
+        primary: "a".into(),
+        secondary: None,
+    };
+    assert_eq!(plan(&solo, &empty, None, all).group, "a");
+}
+
+#[tokio::test]
+async fn a_watched_file_is_reread_and_a_broken_one_keeps_the_last_good_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("providers.toml");
+    std::fs::write(&path, "[services.echo]\nendpoints = [\"127.0.0.1:1\"]\n").unwrap();
+    let url = RegistryUrl::parse(&format!("file:{}", path.display())).unwrap();
+    let backend = open(
+        &url,
+        BackendOptions {
+            manifest_endpoints: Default::default(),
+            lease_ttl: Duration::from_secs(10),
+            resync: Duration::from_secs(1),
+            file_poll: Duration::from_millis(20),
+        },
+    )
+    .unwrap();
+    let key = ServiceKey::new("default", "echo", "default").unwrap();
+    assert!(
+        backend.register(&key, &Instance::new("h:1")).await.is_err(),
+        "read-only"
+    );
+    let mut rx = backend.subscribe(&key);
+    let addrs = |s: &Snapshot| {
+        s.instances
+            .iter()
+            .map(|i| i.address.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(addrs(&rx.borrow()), ["127.0.0.1:1"]);
+    std::fs::write(
+        &path,
+        "[services.echo]\nendpoints = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n",
+    )
+    .unwrap();
+    let s = tokio::time::timeout(
+        Duration::from_secs(5),
+        rx.wait_for(|s| s.instances.len() == 2),
+    )
+    .await
+    .expect("change seen")
+    .unwrap()
+    .clone();
+    assert_eq!(s.revision, 2);
+    std::fs::write(&path, "[services.echo]\nendpoints = [\"nonsense\"]\n").unwrap();
+    let s = tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|s| !s.connected))
+        .await
+        .expect("error seen")
+        .unwrap()
+        .clone();
+    assert_eq!(addrs(&s).len(), 2, "the last good list stays");
+    assert!(s.error.unwrap().contains("not host:port"));
+}
