@@ -95,7 +95,10 @@ fn p2c_ewma_avoids_the_slow_endpoint() {
     for id in 0..3 {
         let cell = facts.register(id, 100);
         cell.started();
-        cell.finished(if id == 0 { 80_000_000 } else { 1_000_000 }, false);
+        cell.finished(
+            if id == 0 { 80_000_000 } else { 1_000_000 },
+            axle::plugin::bindings::wit::OutcomeClass::Success,
+        );
     }
     let s = selector(&p);
     s.endpoints_changed(table(&[100; 3]));

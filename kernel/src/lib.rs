@@ -16,6 +16,7 @@ pub mod client;
 pub mod discovery;
 pub mod facts;
 pub mod governance;
+pub mod health;
 pub mod manifest;
 pub mod payload;
 pub mod plugin;

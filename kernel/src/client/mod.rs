@@ -12,12 +12,12 @@
 
 mod error;
 mod options;
-mod registry;
+pub(crate) mod registry;
 pub(crate) mod stages;
 
 pub use error::CallError;
 pub use options::CallOptions;
-pub use registry::{ClientConfig, EndpointView};
+pub use registry::{ClientConfig, EndpointView, ServiceView};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,14 +73,53 @@ pub(crate) struct Call<'a> {
 #[derive(Clone)]
 pub struct Client {
     registry: Arc<Registry>,
+    /// The health monitor starts with the first call (it needs a Tokio runtime, which a
+    /// client may be built without).
+    monitor: Arc<std::sync::OnceLock<()>>,
 }
 
 impl Client {
     /// A client for `config`, loading the plugins its manifest names into `host`.
     pub fn new(host: &PluginHost, config: ClientConfig) -> anyhow::Result<Client> {
-        Ok(Client {
+        let client = Client {
             registry: Arc::new(Registry::build(host, config)?),
-        })
+            monitor: Arc::new(std::sync::OnceLock::new()),
+        };
+        client.start_monitor();
+        Ok(client)
+    }
+
+    /// Starts the health monitor if it is not running and a runtime is at hand.
+    fn start_monitor(&self) {
+        if self.monitor.get().is_none() && tokio::runtime::Handle::try_current().is_ok() {
+            self.monitor
+                .get_or_init(|| crate::health::monitor::spawn(&self.registry));
+        }
+    }
+
+    /// Replaces the endpoints of `service` while calls flow (discovery uses this): new
+    /// endpoints join, missing ones leave, kept ones keep their connections and health.
+    /// Selectors and routers get the new table before this returns.
+    pub fn set_endpoints(
+        &self,
+        service: &str,
+        endpoints: Vec<crate::manifest::EndpointSpec>,
+    ) -> anyhow::Result<()> {
+        self.registry.set_endpoints(service, endpoints)
+    }
+
+    /// How many endpoints of `service` selection may use now (0 also for an unknown
+    /// service).
+    pub fn admissible(&self, service: &str) -> usize {
+        self.registry
+            .services
+            .get(service)
+            .map_or(0, |s| s.rotation.load().members.len())
+    }
+
+    /// Health events (disabled, removed, unreachable, re-admitted) from now on.
+    pub fn health_events(&self) -> tokio::sync::broadcast::Receiver<crate::health::HealthEvent> {
+        self.registry.subscribe()
     }
 
     /// A typed call: `req` is encoded by the service's serializer plugin, the answer
@@ -178,6 +217,7 @@ impl Client {
         content_type: &str,
         options: &CallOptions,
     ) -> Result<Reply, CallError> {
+        self.start_monitor();
         let svc = self.registry.service(service)?;
         let policy = svc.policy(method);
         let g = &policy.governance;
@@ -219,7 +259,7 @@ impl Client {
     /// Attempts until one succeeds, or a failure is final, or retries, budget or deadline
     /// run out. The first attempt is hedged when the method says so.
     async fn attempts(&self, call: &Call<'_>, g: &Governance) -> Result<Reply, CallError> {
-        let candidates =
+        let mut candidates =
             stages::route::candidates(call.svc, call.policy, call.method, call.options)?;
         let mut tried: Vec<u32> = Vec::new();
         let mut retries_used = 0;
@@ -227,8 +267,8 @@ impl Client {
             (g.idempotent && g.hedge_delay_ms > 0).then(|| Duration::from_millis(g.hedge_delay_ms));
         loop {
             let result = match hedge.filter(|_| tried.is_empty()) {
-                Some(delay) => self.hedged(call, &candidates, &mut tried, delay).await,
-                None => self.attempt(call, &candidates, &mut tried).await,
+                Some(delay) => self.hedged(call, &mut candidates, &mut tried, delay).await,
+                None => self.attempt(call, &mut candidates, &mut tried).await,
             };
             let err = match result {
                 Ok(reply) => return Ok(reply),
@@ -269,7 +309,7 @@ impl Client {
     async fn attempt(
         &self,
         call: &Call<'_>,
-        candidates: &stages::route::Candidates,
+        candidates: &mut stages::route::Candidates,
         tried: &mut Vec<u32>,
     ) -> Result<Reply, CallError> {
         let (id, permit) = self.choose(call, candidates, tried)?;
@@ -277,21 +317,34 @@ impl Client {
     }
 
     /// Picks the next endpoint (excluding `tried`, and endpoints whose breaker is open)
-    /// and records it as tried.
+    /// and records it as tried. When the rotation changed under the call (its set was
+    /// forgotten), routes again once on the new one.
     fn choose(
         &self,
         call: &Call<'_>,
-        candidates: &stages::route::Candidates,
+        candidates: &mut stages::route::Candidates,
         tried: &mut Vec<u32>,
     ) -> Result<(u32, Permit), CallError> {
-        let (id, permit) = stages::select::pick(
-            &self.registry,
-            call.svc,
-            &call.policy.selector,
-            candidates,
-            tried,
-            call.options,
-        )?;
+        let pick = |candidates: &stages::route::Candidates, tried: &mut Vec<u32>| {
+            stages::select::pick(
+                &self.registry,
+                call.svc,
+                &call.policy.selector,
+                candidates,
+                tried,
+                call.options,
+            )
+        };
+        let (id, permit) = match pick(candidates, tried) {
+            Err(CallError::NoEndpoint { .. })
+                if call.svc.rotation.load().generation != candidates.generation =>
+            {
+                *candidates =
+                    stages::route::candidates(call.svc, call.policy, call.method, call.options)?;
+                pick(candidates, tried)?
+            }
+            other => other?,
+        };
         tried.push(id);
         Ok((id, permit))
     }
@@ -306,10 +359,14 @@ impl Client {
                 reason: format!("unknown endpoint {id}"),
             })?;
         let now = Instant::now();
-        let started = stages::feedback::started(ep, now);
+        let started = stages::feedback::started(&ep, now);
         let result =
-            stages::send::send(ep, call, call.deadline.saturating_duration_since(now)).await;
-        stages::feedback::finished(&call.policy.selector, ep, permit, started, &result);
+            stages::send::send(&ep, call, call.deadline.saturating_duration_since(now)).await;
+        if stages::feedback::finished(&call.policy.selector, &ep, permit, started, &result) {
+            self.registry
+                .event(&ep, crate::health::HealthChange::Unreachable);
+            self.registry.changed.notify_one();
+        }
         result
     }
 
@@ -319,7 +376,7 @@ impl Client {
     async fn hedged(
         &self,
         call: &Call<'_>,
-        candidates: &stages::route::Candidates,
+        candidates: &mut stages::route::Candidates,
         tried: &mut Vec<u32>,
         delay: Duration,
     ) -> Result<Reply, CallError> {
@@ -395,8 +452,20 @@ impl Client {
             .collect()
     }
 
-    /// Per-endpoint facts as this client measured them.
-    pub fn endpoints(&self) -> Vec<EndpointView> {
+    /// Every service's endpoints as this client sees them: health, rotation, facts.
+    pub fn services(&self) -> Vec<ServiceView> {
         self.registry.views()
+    }
+
+    /// Every endpoint as this client sees it (an endpoint of two services once).
+    pub fn endpoints(&self) -> Vec<EndpointView> {
+        let mut all: Vec<EndpointView> = self
+            .services()
+            .into_iter()
+            .flat_map(|s| s.endpoints)
+            .collect();
+        all.sort_by_key(|e| e.id);
+        all.dedup_by_key(|e| e.id);
+        all
     }
 }

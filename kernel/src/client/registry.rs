@@ -1,6 +1,8 @@
-//! What a client knows: its endpoints (ids, links, facts), its services (slot plugins,
-//! members, memoised routes), and the plugins those use. Built once from the manifest;
-//! the endpoint table is pushed to every plugin that needs it when it is built.
+//! What a client knows: its endpoints (ids, links, facts, health), its services (slot
+//! plugins, members, the rotation selection may use, memoised routes), and the plugins
+//! those use. Built from the manifest; endpoints change at runtime (`set_endpoints`, and
+//! health verdicts), and every change is published to the plugins as a new versioned
+//! endpoint table holding the endpoints in rotation, with their effective weights.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -8,12 +10,15 @@ use std::sync::{Arc, Mutex};
 use anyhow::{bail, Context};
 use arc_swap::ArcSwap;
 
-use crate::facts::EndpointCell;
+use crate::facts::{EndpointCell, FactsTable};
 use crate::governance::breaker::{Breaker, BreakerConfig};
 use crate::governance::budget::RetryBudget;
 use crate::governance::Governance;
+use crate::health::rotation::{self, Cap};
+use crate::health::{EndpointHealth, HealthChange, HealthEvent};
 use crate::manifest::{EndpointSpec, Manifest};
 use crate::plugin::bindings::wit;
+use crate::plugin::kinds::health_scorer::HealthScorerPlugin;
 use crate::plugin::kinds::router::RouterPlugin;
 use crate::plugin::kinds::selector::SelectorPlugin;
 use crate::plugin::kinds::serializer::SerializerPlugin;
@@ -66,21 +71,41 @@ impl ClientConfig {
 /// One endpoint as the client holds it.
 pub struct Endpoint {
     pub id: u32,
-    pub spec: EndpointSpec,
+    /// What discovery says about it (replaced when discovery changes it).
+    pub spec: ArcSwap<EndpointSpec>,
     pub link: EndpointLink,
     pub cell: Arc<EndpointCell>,
     /// The per-endpoint breaker (thresholds from the global tier).
     pub breaker: Breaker,
+    pub health: EndpointHealth,
 }
 
 /// A memoised route: what a router may look at besides the table and the method, and the
-/// candidate set it led to.
+/// candidate set it led to (valid for one rotation generation).
 #[derive(Clone)]
 pub struct RouteMemo {
+    pub generation: u64,
     pub tags: Vec<(String, String)>,
     pub consumer_app: String,
     pub set: u32,
     pub members: Arc<[u32]>,
+}
+
+/// The endpoints of a service that selection may use now, and the set that names them in
+/// each selector. Replaced whole when health or membership changes.
+pub struct Rotation {
+    /// Increases with every rotation of every service of the client.
+    pub generation: u64,
+    pub members: Arc<[u32]>,
+    /// Selector id → set id of `members` in that selector.
+    sets: rustc_hash::FxHashMap<u64, u32>,
+}
+
+impl Rotation {
+    /// The set of all the rotation's members in `selector`.
+    pub fn set_in(&self, selector: &SelectorPlugin) -> Option<u32> {
+        self.sets.get(&selector.id()).copied()
+    }
 }
 
 /// One method's effective governance, its breaker, and its selector (the service's slot,
@@ -89,8 +114,6 @@ pub struct MethodPolicy {
     pub governance: Governance,
     pub breaker: Breaker,
     pub selector: Arc<SelectorPlugin>,
-    /// The set of all the service's members, in this selector.
-    pub all_set: u32,
 }
 
 impl ServiceState {
@@ -113,12 +136,10 @@ impl ServiceState {
             .get(&governance.selector)
             .cloned()
             .unwrap_or_else(|| self.selector.clone());
-        let all_set = selector.intern_set(&self.members);
         let p = Arc::new(MethodPolicy {
             governance,
             breaker,
             selector,
-            all_set,
         });
         let mut next = rustc_hash::FxHashMap::clone(&self.policies.load());
         next.insert(method.to_string(), p.clone());
@@ -143,39 +164,95 @@ pub struct ServiceState {
     /// Every loaded selector by name, for methods whose governance names one.
     pub selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>>,
     pub routers: Vec<Arc<RouterPlugin>>,
-    /// The service's endpoint ids.
-    pub members: Arc<[u32]>,
+    /// The service's endpoint ids, as discovery gives them.
+    pub members: ArcSwap<Vec<u32>>,
+    /// The ones selection may use now.
+    pub rotation: ArcSwap<Rotation>,
+    /// The ejection cap (from the service tier).
+    pub cap: Cap,
     /// Router answers per method, then per request shape (looked up without allocating or
     /// locking; written copy-on-write when a new shape appears).
     pub memo: ArcSwap<rustc_hash::FxHashMap<String, Arc<Vec<RouteMemo>>>>,
     pub consumer_app: Option<String>,
 }
 
-/// A snapshot of one endpoint's facts, for people.
-#[derive(Clone, Debug, serde::Serialize)]
+/// A snapshot of one endpoint as this client sees it, for people (`axle stats`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct EndpointView {
     pub id: u32,
     pub address: String,
+    /// healthy, subhealthy, removed or dead.
+    pub state: String,
+    /// Whether selection may use it now.
+    pub in_rotation: bool,
     pub calls: u64,
     pub faults: u64,
+    /// Over the window: calls, timeouts, other faults, refusals.
+    pub window_total: u32,
+    pub window_timeouts: u32,
+    pub window_failures: u32,
+    pub window_rejected: u32,
+    /// Endpoint faults / (calls − refusals) over the window.
+    pub error_rate: f64,
     pub in_flight: u32,
     pub ewma_latency_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    /// Configured weight, and the weight selectors see (× warm-up × health).
+    pub weight: u32,
+    pub effective_weight: u32,
+    pub consecutive_failures: u32,
+    pub heartbeat_failures: u32,
+    /// Seconds since the first and the latest call (none before the first).
+    pub first_call_s_ago: Option<f64>,
+    pub last_call_s_ago: Option<f64>,
+}
+
+/// One service's endpoints, for people.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct ServiceView {
+    pub service: String,
+    pub endpoints: Vec<EndpointView>,
+}
+
+/// The table last published to the plugins.
+#[derive(Default)]
+struct Published {
+    version: u64,
+    entries: Vec<wit::Endpoint>,
 }
 
 pub struct Registry {
     /// Kept for their counters (and so plugins live as long as the client).
     pub plugins: BTreeMap<String, LoadedPlugin>,
     /// By endpoint id (ids are the plugin host's, so this may have holes).
-    pub endpoints: Vec<Option<Endpoint>>,
+    endpoints: ArcSwap<Vec<Option<Arc<Endpoint>>>>,
     pub services: rustc_hash::FxHashMap<String, Arc<ServiceState>>,
     /// Serializers by the content type they write, to decode responses.
     pub serializers: HashMap<String, Arc<SerializerPlugin>>,
+    /// Every loaded selector, by name.
+    selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>>,
+    routers: Vec<Arc<RouterPlugin>>,
+    /// The health-scorer slot (none: health comes from connects and heartbeats only).
+    pub scorer: Option<Arc<HealthScorerPlugin>>,
+    /// Health settings (global tier).
+    pub health: crate::health::Settings,
+    facts: Arc<FactsTable>,
+    limits: Limits,
+    keepalive: Keepalive,
+    endpoint_breakers: BreakerConfig,
+    /// Serialises membership changes and publications.
+    published: Mutex<Published>,
+    generation: std::sync::atomic::AtomicU64,
+    /// Wakes the health monitor (a refused connect, new membership).
+    pub changed: Arc<tokio::sync::Notify>,
+    events: tokio::sync::broadcast::Sender<HealthEvent>,
 }
 
 impl Registry {
     pub fn build(host: &PluginHost, config: ClientConfig) -> anyhow::Result<Registry> {
         let manifest = Arc::new(config.manifest.clone());
-        let endpoint_breakers = BreakerConfig::from(&manifest.governance("", ""));
+        let global = manifest.governance("", "");
         let mut per_service = manifest.endpoints.clone();
         per_service.extend(config.endpoints.clone());
 
@@ -187,6 +264,7 @@ impl Registry {
             wanted.extend(slots.selector.clone());
             wanted.extend(slots.routers.clone().unwrap_or_default());
         }
+        wanted.extend(manifest.slots_for("").health_scorer);
         let layers = std::iter::once(&manifest.governance)
             .chain(manifest.service_governance.values())
             .chain(manifest.method_governance.values());
@@ -204,63 +282,12 @@ impl Registry {
             plugins.insert(name.clone(), host.load(spec)?);
         }
 
-        // Endpoint ids come from the host's facts: one per distinct address.
-        let mut endpoints: Vec<Option<Endpoint>> = Vec::new();
-        let mut members_of: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-        for (service, list) in &per_service {
-            let members = members_of.entry(service.clone()).or_default();
-            for spec in list {
-                let (id, cell) = host.facts().allocate(&spec.address, spec.weight);
-                let slot = id as usize;
-                if endpoints.len() <= slot {
-                    endpoints.resize_with(slot + 1, || None);
-                }
-                if endpoints[slot].is_none() {
-                    endpoints[slot] = Some(Endpoint {
-                        id,
-                        spec: spec.clone(),
-                        link: EndpointLink::new(
-                            spec.address.clone(),
-                            config.limits,
-                            config.keepalive,
-                        ),
-                        cell,
-                        breaker: Breaker::new(spec.address.clone(), endpoint_breakers),
-                    });
-                }
-                if !members.contains(&id) {
-                    members.push(id);
-                }
-            }
-        }
-        let table = Arc::new(wit::EndpointTable {
-            version: 1,
-            endpoints: endpoints
-                .iter()
-                .flatten()
-                .map(|e| wit::Endpoint {
-                    id: e.id,
-                    address: e.spec.address.clone(),
-                    weight: e.spec.weight,
-                    tags: e.spec.tags.clone(),
-                })
-                .collect(),
-        });
-        for p in plugins.values() {
-            match &p.plugin {
-                Plugin::Selector(s) => s.endpoints_changed(table.clone()),
-                Plugin::Router(r) => r.endpoints_changed(table.clone()),
-                _ => {}
-            }
-        }
-
         let mut serializers = HashMap::new();
         for p in plugins.values() {
             if let Plugin::Serializer(s) = &p.plugin {
                 serializers.insert(s.content_type().to_string(), s.clone());
             }
         }
-
         let selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>> = Arc::new(
             plugins
                 .iter()
@@ -270,9 +297,29 @@ impl Registry {
                 })
                 .collect(),
         );
+        let all_routers: Vec<Arc<RouterPlugin>> = plugins
+            .values()
+            .filter_map(|p| match &p.plugin {
+                Plugin::Router(r) => Some(r.clone()),
+                _ => None,
+            })
+            .collect();
+        // One scorer per client: the global slot (a service may not judge the same
+        // endpoint differently from another).
+        let scorer = match manifest
+            .slots_for("")
+            .health_scorer
+            .as_ref()
+            .and_then(|n| plugins.get(n))
+            .map(|p| &p.plugin)
+        {
+            Some(Plugin::HealthScorer(h)) => Some(h.clone()),
+            _ => None,
+        };
+
         let mut services = rustc_hash::FxHashMap::default();
-        for (service, members) in members_of {
-            let slots = manifest.slots_for(&service);
+        for service in per_service.keys() {
+            let slots = manifest.slots_for(service);
             let pick = |name: &Option<String>| name.as_ref().and_then(|n| plugins.get(n));
             let selector = match pick(&slots.selector).map(|p| &p.plugin) {
                 Some(Plugin::Selector(s)) => s.clone(),
@@ -294,11 +341,11 @@ impl Registry {
                     _ => None,
                 })
                 .collect();
-            let g = manifest.governance(&service, "");
+            let g = manifest.governance(service, "");
             services.insert(
                 service.clone(),
                 Arc::new(ServiceState {
-                    name: service,
+                    name: service.clone(),
                     manifest: manifest.clone(),
                     policies: ArcSwap::from_pointee(rustc_hash::FxHashMap::default()),
                     creating: Mutex::new(()),
@@ -307,18 +354,43 @@ impl Registry {
                     selector,
                     selectors: selectors.clone(),
                     routers,
-                    members: members.into(),
+                    members: ArcSwap::from_pointee(Vec::new()),
+                    rotation: ArcSwap::from_pointee(Rotation {
+                        generation: 0,
+                        members: Arc::from([]),
+                        sets: rustc_hash::FxHashMap::default(),
+                    }),
+                    cap: Cap {
+                        max_ejection_percent: g.max_ejection_percent,
+                        min_hosts: g.min_hosts,
+                    },
                     memo: ArcSwap::from_pointee(rustc_hash::FxHashMap::default()),
                     consumer_app: config.consumer_app.clone(),
                 }),
             );
         }
-        Ok(Registry {
+        let registry = Registry {
             plugins,
-            endpoints,
+            endpoints: ArcSwap::from_pointee(Vec::new()),
             services,
             serializers,
-        })
+            selectors,
+            routers: all_routers,
+            scorer,
+            health: crate::health::Settings::from(&global),
+            facts: host.facts().clone(),
+            limits: config.limits,
+            keepalive: config.keepalive,
+            endpoint_breakers: BreakerConfig::from(&global),
+            published: Mutex::new(Published::default()),
+            generation: std::sync::atomic::AtomicU64::new(0),
+            changed: Arc::new(tokio::sync::Notify::new()),
+            events: tokio::sync::broadcast::channel(256).0,
+        };
+        for (service, list) in per_service {
+            registry.set_endpoints(&service, list)?;
+        }
+        Ok(registry)
     }
 
     pub fn service(&self, name: &str) -> Result<Arc<ServiceState>, CallError> {
@@ -328,28 +400,236 @@ impl Registry {
             .ok_or_else(|| CallError::NoSuchService(name.to_string()))
     }
 
-    /// Endpoint `id`; the selector only answers members of the service's sets, which
-    /// are all here.
-    pub fn endpoint(&self, id: u32) -> Option<&Endpoint> {
-        self.endpoints.get(id as usize).and_then(Option::as_ref)
+    /// Endpoint `id`, if it is still in the client (a call may outlive its endpoint's
+    /// removal: it holds its own reference).
+    pub fn endpoint(&self, id: u32) -> Option<Arc<Endpoint>> {
+        self.endpoints.load().get(id as usize).cloned().flatten()
     }
 
-    pub fn views(&self) -> Vec<EndpointView> {
-        self.endpoints
+    /// Every endpoint of the client.
+    pub fn all_endpoints(&self) -> Vec<Arc<Endpoint>> {
+        self.endpoints.load().iter().flatten().cloned().collect()
+    }
+
+    /// Replaces the endpoints of `service`: new addresses get ids and links, endpoints no
+    /// service lists any more leave the client, kept ones keep their connection and
+    /// health. The plugins get a new table before this returns.
+    pub fn set_endpoints(&self, service: &str, list: Vec<EndpointSpec>) -> anyhow::Result<()> {
+        let svc = self
+            .services
+            .get(service)
+            .with_context(|| format!("no service `{service}` in this client"))?;
+        let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        let mut endpoints = Vec::clone(&self.endpoints.load());
+        let mut members = Vec::with_capacity(list.len());
+        for spec in list {
+            let (id, cell) = self.facts.allocate(&spec.address, spec.weight);
+            cell.set_weight(spec.weight);
+            let slot = id as usize;
+            if endpoints.len() <= slot {
+                endpoints.resize_with(slot + 1, || None);
+            }
+            match &endpoints[slot] {
+                Some(ep) => ep.spec.store(Arc::new(spec)),
+                None => {
+                    endpoints[slot] = Some(Arc::new(Endpoint {
+                        id,
+                        link: EndpointLink::new(spec.address.clone(), self.limits, self.keepalive),
+                        breaker: Breaker::new(spec.address.clone(), self.endpoint_breakers),
+                        spec: ArcSwap::from_pointee(spec),
+                        cell,
+                        health: EndpointHealth::default(),
+                    }))
+                }
+            }
+            if !members.contains(&id) {
+                members.push(id);
+            }
+        }
+        svc.members.store(Arc::new(members));
+        // Endpoints no service lists any more leave (their links close when the last call
+        // holding them finishes).
+        let listed: BTreeSet<u32> = self
+            .services
+            .values()
+            .flat_map(|s| s.members.load().iter().copied().collect::<Vec<_>>())
+            .collect();
+        for (id, slot) in endpoints.iter_mut().enumerate() {
+            if slot.is_some() && !listed.contains(&(id as u32)) {
+                *slot = None;
+            }
+        }
+        self.endpoints.store(Arc::new(endpoints));
+        self.publish_locked(&mut published);
+        drop(published);
+        self.changed.notify_one();
+        Ok(())
+    }
+
+    /// Recomputes every service's rotation from its endpoints' health, and publishes a new
+    /// table to the plugins if what is in rotation (or a weight, by more than a tenth)
+    /// changed. Called by the health monitor after it changed something.
+    pub fn publish(&self) {
+        let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        self.publish_locked(&mut published);
+    }
+
+    fn publish_locked(&self, published: &mut Published) {
+        let endpoints = self.endpoints.load();
+        let get = |id: u32| endpoints.get(id as usize).and_then(Option::as_ref);
+        let mut in_table = BTreeSet::new();
+        let mut rotations = Vec::with_capacity(self.services.len());
+        for svc in self.services.values() {
+            let standings: Vec<rotation::Standing> = svc
+                .members
+                .load()
+                .iter()
+                .filter_map(|id| get(*id))
+                .map(|ep| ep.health.status().standing(ep.id))
+                .collect();
+            let admitted = rotation::admit(&standings, svc.cap);
+            in_table.extend(admitted.iter().copied());
+            rotations.push((svc, admitted));
+        }
+        let entries: Vec<wit::Endpoint> = in_table
             .iter()
-            .flatten()
-            .map(|e| {
-                let f = e.cell.snapshot();
-                let (calls, faults) = e.cell.totals();
-                EndpointView {
-                    id: e.id,
-                    address: e.spec.address.clone(),
-                    calls,
-                    faults,
-                    in_flight: f.in_flight,
-                    ewma_latency_ns: f.ewma_latency_ns,
+            .filter_map(|id| get(*id))
+            .map(|ep| {
+                let spec = ep.spec.load();
+                wit::Endpoint {
+                    id: ep.id,
+                    address: spec.address.clone(),
+                    weight: ep.cell.effective_weight(),
+                    tags: spec.tags.clone(),
+                }
+            })
+            .collect();
+        let table_changed = published.version == 0
+            || entries.len() != published.entries.len()
+            || entries.iter().zip(&published.entries).any(|(new, old)| {
+                new.id != old.id
+                    || new.address != old.address
+                    || new.tags != old.tags
+                    || weight_moved(old.weight, new.weight)
+            });
+        if table_changed {
+            published.version += 1;
+            published.entries = entries.clone();
+            let table = Arc::new(wit::EndpointTable {
+                version: published.version,
+                endpoints: entries,
+            });
+            for s in self.selectors.values() {
+                s.endpoints_changed(table.clone());
+            }
+            for r in &self.routers {
+                r.endpoints_changed(table.clone());
+            }
+        }
+        use std::sync::atomic::Ordering::Relaxed;
+        for (svc, admitted) in rotations {
+            if !table_changed && *svc.rotation.load().members == *admitted {
+                continue;
+            }
+            let sets = self
+                .selectors
+                .values()
+                .map(|s| (s.id(), s.intern_set(&admitted)))
+                .collect();
+            svc.rotation.store(Arc::new(Rotation {
+                generation: self.generation.fetch_add(1, Relaxed) + 1,
+                members: admitted.into(),
+                sets,
+            }));
+            svc.memo.store(Arc::new(rustc_hash::FxHashMap::default()));
+        }
+    }
+
+    /// Records a health change: logged, and sent to subscribers.
+    pub fn event(&self, ep: &Endpoint, change: HealthChange) {
+        let address = ep.spec.load().address.clone();
+        tracing::info!(endpoint = ep.id, %address, ?change, "endpoint health");
+        let _ = self.events.send(HealthEvent {
+            endpoint: ep.id,
+            address,
+            change,
+        });
+    }
+
+    /// Health events from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<HealthEvent> {
+        self.events.subscribe()
+    }
+
+    /// Every service's endpoints, as this client sees them.
+    pub fn views(&self) -> Vec<ServiceView> {
+        let now = crate::facts::now_ns();
+        let ago = |t: u64| (t > 0).then(|| now.saturating_sub(t) as f64 / 1e9);
+        let mut names: Vec<&String> = self.services.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .map(|name| {
+                let svc = &self.services[name];
+                let rotation = svc.rotation.load();
+                let endpoints = svc
+                    .members
+                    .load()
+                    .iter()
+                    .filter_map(|id| self.endpoint(*id))
+                    .map(|e| {
+                        let f = e.cell.snapshot();
+                        let w = e.cell.window();
+                        let (calls, faults) = e.cell.totals();
+                        let status = e.health.status();
+                        let (first, last) = e.cell.call_times_ns();
+                        let counted = w.total.saturating_sub(w.rejected);
+                        EndpointView {
+                            id: e.id,
+                            address: e.spec.load().address.clone(),
+                            state: status.shown().to_string(),
+                            in_rotation: rotation.members.contains(&e.id),
+                            calls,
+                            faults,
+                            window_total: w.total,
+                            window_timeouts: w.timeouts,
+                            window_failures: w.failures,
+                            window_rejected: w.rejected,
+                            error_rate: if counted == 0 {
+                                0.0
+                            } else {
+                                f64::from(w.timeouts + w.failures) / f64::from(counted)
+                            },
+                            in_flight: f.in_flight,
+                            ewma_latency_ns: f.ewma_latency_ns,
+                            p50_ns: w.p50_ns,
+                            p99_ns: w.p99_ns,
+                            weight: e.spec.load().weight,
+                            effective_weight: f.weight,
+                            consecutive_failures: e.cell.consecutive_failures(),
+                            heartbeat_failures: status.heartbeat_failures,
+                            first_call_s_ago: ago(first),
+                            last_call_s_ago: ago(last),
+                        }
+                    })
+                    .collect();
+                ServiceView {
+                    service: name.clone(),
+                    endpoints,
                 }
             })
             .collect()
     }
+}
+
+/// Whether a weight changed enough to publish a new table (by more than a tenth, or to or
+/// from zero): small drifts of a health factor do not churn every plugin's sets.
+fn weight_moved(old: u32, new: u32) -> bool {
+    if old == new {
+        return false;
+    }
+    if old == 0 || new == 0 {
+        return true;
+    }
+    u64::from(old.abs_diff(new)) * 10 > u64::from(old.max(new))
 }

@@ -172,10 +172,23 @@ governance! {
     fuse_sleep_ms: u64 = 5_000, "fuse-sleep-ms", check |v| within(*v, 1, 3_600_000);
     /// Provider: answer `forbidden` to requests marked external.
     internal_only: bool = false, "internal-only", check |_| Ok(());
-    /// Health: unhealthy verdicts before an endpoint is removed.
+    /// Health: unhealthy verdicts in a row before an endpoint is removed.
     unhealthy_times: u32 = 3, "unhealthy-times", check |v| within(*v, 1, 1000);
     /// Health: how long a removed endpoint sleeps before a probe may re-admit it (ms).
     readmit_sleep_ms: u64 = 30_000, "readmit-sleep-ms", check |v| within(*v, 1, 3_600_000);
+    /// Health: how often the health scorer judges each endpoint's window (ms; global tier).
+    health_interval_ms: u64 = 500, "health-interval-ms", check |v| within(*v, 10, 600_000);
+    /// Health: a heartbeat goes to each connected endpoint this often (ms; global tier).
+    heartbeat_interval_ms: u64 = 1000, "heartbeat-interval-ms", check |v| within(*v, 10, 600_000);
+    /// Health: a heartbeat not answered within this long is lost (ms; global tier).
+    heartbeat_timeout_ms: u64 = 1000, "heartbeat-timeout-ms", check |v| within(*v, 1, 600_000);
+    /// Health: heartbeats lost in a row that make an endpoint unreachable (its connection is
+    /// closed). Lost heartbeats making it subhealthy first is the scorer's decision.
+    heartbeat_failures_dead: u32 = 3, "heartbeat-failures-dead", check |v| within(*v, 1, 1000);
+    /// Health: at most this share of a service's endpoints may be ejected (%; service tier).
+    max_ejection_percent: u32 = 50, "max-ejection-percent", check |v| within(*v, 0, 100);
+    /// Health: at least this many endpoints stay in rotation when reachable (service tier).
+    min_hosts: u32 = 1, "min-hosts", check |v| within(*v, 0, 1_000_000);
 }
 
 impl Governance {

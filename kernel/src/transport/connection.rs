@@ -134,7 +134,9 @@ impl Connection {
                             .last_read_ns
                             .store(crate::facts::now_ns(), Relaxed);
                         match frame.kind {
-                            Kind::Response => {
+                            // A pong answers a heartbeat by its id (keep-alive pings use
+                            // id 0, which no one waits for).
+                            Kind::Response | Kind::Pong => {
                                 let waiter = reader_shared
                                     .pending
                                     .lock()
@@ -155,7 +157,7 @@ impl Connection {
                                 );
                                 reader_shared.draining.store(true, Relaxed);
                             }
-                            Kind::Pong | Kind::Request | Kind::Cancel => {}
+                            Kind::Request | Kind::Cancel => {}
                         }
                     }
                 }
@@ -290,6 +292,47 @@ impl Connection {
                 })
             }
             Err(_) => Err(TransportError::Timeout), // guard cancels
+        }
+    }
+
+    /// A heartbeat: a ping answered within `timeout`, measured. Works on a draining
+    /// connection too (a goaway stops requests, not liveness).
+    pub async fn heartbeat(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<std::time::Duration, TransportError> {
+        if self.closed() {
+            return Err(TransportError::Reset {
+                addr: self.shared.addr.clone(),
+                reason: "connection closed".into(),
+            });
+        }
+        let id = self.next_id.fetch_add(1, Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
+        let sent = Instant::now();
+        if self.tx.send(Frame::bare(Kind::Ping, id)).await.is_err() {
+            self.forget(id);
+            return Err(TransportError::Reset {
+                addr: self.shared.addr.clone(),
+                reason: "connection closed".into(),
+            });
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(Ok(_))) => Ok(sent.elapsed()),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(TransportError::Reset {
+                addr: self.shared.addr.clone(),
+                reason: "connection closed".into(),
+            }),
+            Err(_) => {
+                self.forget(id);
+                Err(TransportError::Timeout)
+            }
         }
     }
 

@@ -50,6 +50,16 @@ impl EndpointLink {
         &self.addr
     }
 
+    /// The connection, if one was made and is not closed (it may be draining).
+    pub fn current(&self) -> Option<Arc<Connection>> {
+        self.current.load_full().filter(|c| !c.closed())
+    }
+
+    /// Whether a connection was made and has since closed.
+    pub fn lost(&self) -> bool {
+        self.current.load().as_ref().is_some_and(|c| c.closed())
+    }
+
     fn live(&self) -> Option<Arc<Connection>> {
         self.current.load_full().filter(|c| c.usable())
     }

@@ -43,24 +43,29 @@ pub fn verdict(result: &Result<Reply, CallError>, slow: bool) -> Verdict {
     }
 }
 
-/// Records the outcome of an attempt that [`started`].
+/// Records the outcome of an attempt that [`started`]. Returns whether it showed the
+/// endpoint unreachable for the first time (a refused connect): the caller then has the
+/// rotation recomputed at once rather than at the next health tick.
 pub fn finished(
     selector: &SelectorPlugin,
     ep: &Endpoint,
     permit: Permit,
     started: Instant,
     result: &Result<Reply, CallError>,
-) {
+) -> bool {
     let elapsed = started.elapsed();
     let latency_ns = elapsed.as_nanos() as u64;
     ep.breaker
         .record(permit, verdict(result, ep.breaker.is_slow(elapsed)));
     let class = classify(result);
-    let fault = matches!(class, OutcomeClass::Timeout | OutcomeClass::Failure);
-    ep.cell.finished(latency_ns, fault);
+    ep.cell.finished(latency_ns, class);
     selector.feedback(Outcome {
         endpoint: ep.id,
         class,
         latency_ns,
     });
+    matches!(
+        result,
+        Err(CallError::Transport(TransportError::Connect { .. }))
+    ) && ep.health.mark_unreachable()
 }

@@ -1,6 +1,8 @@
-//! ROUTE = FILTER: narrows the service's endpoints with its router plugins, once per
-//! request shape (method, tags, consumer app). The answer is memoised as a candidate set
-//! the selector already knows, so a call costs a hash lookup here, not a plugin call.
+//! HEALTH FILTER, then ROUTE = FILTER: starts from the service's rotation (the endpoints
+//! health admits, see `health::rotation`) and narrows it with the router plugins, once per
+//! request shape (method, tags, consumer app) and rotation. The answer is memoised as a
+//! candidate set the selector already knows, so a call costs a hash lookup here, not a
+//! plugin call.
 
 use std::sync::Arc;
 
@@ -11,11 +13,13 @@ use crate::plugin::kinds::router::RouteRequest;
 /// Request shapes remembered per method.
 const MAX_SHAPES_PER_METHOD: usize = 256;
 
-/// The candidates of a request: the selector's set id and its members.
+/// The candidates of a request: the selector's set id and its members, valid for one
+/// rotation generation.
 #[derive(Clone)]
 pub struct Candidates {
     pub set: u32,
     pub members: Arc<[u32]>,
+    pub generation: u64,
 }
 
 /// The candidate set for this request.
@@ -25,24 +29,41 @@ pub fn candidates(
     method: &str,
     options: &CallOptions,
 ) -> Result<Candidates, CallError> {
-    if svc.routers.is_empty() {
-        return Ok(Candidates {
-            set: policy.all_set,
-            members: svc.members.clone(),
+    let rotation = svc.rotation.load();
+    let generation = rotation.generation;
+    if rotation.members.is_empty() {
+        let listed = svc.members.load().len();
+        return Err(CallError::NoEndpoint {
+            service: svc.name.clone(),
+            reason: if listed == 0 {
+                "the service has no endpoints".into()
+            } else {
+                format!("none of its {listed} endpoints is reachable")
+            },
         });
+    }
+    if svc.routers.is_empty() {
+        if let Some(set) = rotation.set_in(&policy.selector) {
+            return Ok(Candidates {
+                set,
+                members: rotation.members.clone(),
+                generation,
+            });
+        }
     }
     let app = options.consumer_app.as_deref().unwrap_or("");
     {
         let memo = svc.memo.load();
         let hit = memo.get(method).and_then(|shapes| {
-            shapes
-                .iter()
-                .find(|m| m.tags == options.tags && m.consumer_app == app)
+            shapes.iter().find(|m| {
+                m.generation == generation && m.tags == options.tags && m.consumer_app == app
+            })
         });
         if let Some(m) = hit {
             return Ok(Candidates {
                 set: m.set,
                 members: m.members.clone(),
+                generation,
             });
         }
     }
@@ -52,7 +73,7 @@ pub fn candidates(
         tags: options.tags.clone(),
         consumer_app: app.to_string(),
     };
-    let mut left = svc.members.to_vec();
+    let mut left = rotation.members.to_vec();
     for router in &svc.routers {
         left = router.route(&left, &request).endpoints;
     }
@@ -69,6 +90,7 @@ pub fn candidates(
     // recomputed rather than remembered. (Two callers racing on a new shape may both
     // compute it; the answer is the same, and one copy is kept.)
     let memo = RouteMemo {
+        generation,
         tags: request.tags,
         consumer_app: request.consumer_app,
         set,
@@ -77,15 +99,26 @@ pub fn candidates(
     svc.memo.rcu(|current| {
         let mut next = rustc_hash::FxHashMap::clone(current);
         let shapes = next.entry(method.to_string()).or_default();
-        let known = shapes
-            .iter()
-            .any(|m| m.tags == memo.tags && m.consumer_app == memo.consumer_app);
+        let known = shapes.iter().any(|m| {
+            m.generation == memo.generation
+                && m.tags == memo.tags
+                && m.consumer_app == memo.consumer_app
+        });
         if !known && shapes.len() < MAX_SHAPES_PER_METHOD {
-            let mut grown = Vec::clone(shapes);
+            // Entries of older rotations are dropped as newer ones arrive.
+            let mut grown: Vec<RouteMemo> = shapes
+                .iter()
+                .filter(|m| m.generation == memo.generation)
+                .cloned()
+                .collect();
             grown.push(memo.clone());
             *shapes = Arc::new(grown);
         }
         next
     });
-    Ok(Candidates { set, members })
+    Ok(Candidates {
+        set,
+        members,
+        generation,
+    })
 }

@@ -36,12 +36,14 @@ pub fn pick(
             }
             selector.intern_set(&left)
         };
+        // No answer means the set was forgotten with an older table: the caller routes
+        // again on the current rotation.
         let id = selector
             .select(set, options.hash_key)
             .map(|s| s.endpoint)
             .ok_or_else(|| CallError::NoEndpoint {
                 service: svc.name.clone(),
-                reason: "the service has no endpoints".into(),
+                reason: "the endpoints changed during the call".into(),
             })?;
         let Some(ep) = registry.endpoint(id) else {
             return Err(CallError::NoEndpoint {

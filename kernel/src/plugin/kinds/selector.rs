@@ -92,6 +92,9 @@ pub struct SelectorPlugin {
     /// Sets already defined, by their members (as given), so the same candidates always
     /// name the same set. Cleared with the table.
     interned: std::sync::Mutex<HashMap<Vec<u32>, u32>>,
+    /// Set ids are never reused, so a call holding the id of a set forgotten with an old
+    /// table finds no set (and re-routes) rather than someone else's.
+    next_set: std::sync::atomic::AtomicU32,
 }
 
 impl SelectorPlugin {
@@ -110,7 +113,13 @@ impl SelectorPlugin {
                     .collect(),
             ),
             interned: std::sync::Mutex::new(HashMap::new()),
+            next_set: std::sync::atomic::AtomicU32::new(0),
         }
+    }
+
+    /// Distinguishes this selector from the client's others.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The id of the set with exactly these members, defining it on first sight. Called
@@ -122,7 +131,9 @@ impl SelectorPlugin {
         }
         // Defined before the lock is released: a concurrent caller that finds the id
         // must find the set defined too.
-        let id = interned.len() as u32;
+        let id = self
+            .next_set
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.define_set(id, members.to_vec());
         interned.insert(members.to_vec(), id);
         id

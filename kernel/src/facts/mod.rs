@@ -5,18 +5,21 @@
 //! Readers are lock-free: the table is an `ArcSwap` of cells indexed by endpoint id, and
 //! every counter is an atomic.
 
+mod window;
+
+pub use window::{WindowCounts, BUCKETS as WINDOW_BUCKETS, WINDOW_MS};
+
 use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::plugin::bindings::wit;
+use crate::plugin::bindings::wit::OutcomeClass;
+use window::Window;
 
 /// Weight of the newest sample in the latency EWMA (1/8, as TCP's SRTT).
 const EWMA_SHIFT: u32 = 3;
-
-/// Length of the outcome window, in nanoseconds.
-pub const WINDOW_NS: u64 = 10_000_000_000;
 
 /// Monotonic nanoseconds since the kernel started: the clock plugins see.
 pub fn now_ns() -> u64 {
@@ -29,26 +32,35 @@ pub fn now_ns() -> u64 {
 pub struct EndpointCell {
     in_flight: AtomicU32,
     ewma_latency_ns: AtomicU64,
-    weight: AtomicU32,
+    /// The weight discovery gave.
+    configured_weight: AtomicU32,
+    /// Warm-up factor, per mille (1000 once warmed up).
+    warmup_permille: AtomicU32,
+    /// Health factor from the last verdict, per mille.
+    health_permille: AtomicU32,
     joined_ns: u64,
-    window_start_ns: AtomicU64,
-    window_total: AtomicU32,
-    window_failures: AtomicU32,
+    window: Window,
+    consecutive_failures: AtomicU32,
+    /// Kernel-clock time of the first and the latest finished call (0: none yet).
+    first_call_ns: AtomicU64,
+    last_call_ns: AtomicU64,
     total_calls: AtomicU64,
     total_faults: AtomicU64,
 }
 
 impl EndpointCell {
     fn new(weight: u32) -> Self {
-        let now = now_ns();
         EndpointCell {
             in_flight: AtomicU32::new(0),
             ewma_latency_ns: AtomicU64::new(0),
-            weight: AtomicU32::new(weight),
-            joined_ns: now,
-            window_start_ns: AtomicU64::new(now),
-            window_total: AtomicU32::new(0),
-            window_failures: AtomicU32::new(0),
+            configured_weight: AtomicU32::new(weight),
+            warmup_permille: AtomicU32::new(1000),
+            health_permille: AtomicU32::new(1000),
+            joined_ns: now_ns(),
+            window: Window::default(),
+            consecutive_failures: AtomicU32::new(0),
+            first_call_ns: AtomicU64::new(0),
+            last_call_ns: AtomicU64::new(0),
             total_calls: AtomicU64::new(0),
             total_faults: AtomicU64::new(0),
         }
@@ -67,8 +79,8 @@ impl EndpointCell {
         self.in_flight.fetch_add(1, Relaxed);
     }
 
-    /// A request finished after `latency_ns`; `fault` if it was the endpoint's fault.
-    pub fn finished(&self, latency_ns: u64, fault: bool) {
+    /// A request finished after `latency_ns`, ending as `class`.
+    pub fn finished(&self, latency_ns: u64, class: OutcomeClass) {
         // Saturating: a finish without a start must not wrap the counter (one RMW on the
         // common path, a fix-up only if it did go below zero).
         if self.in_flight.fetch_sub(1, Relaxed) == 0 {
@@ -82,38 +94,95 @@ impl EndpointCell {
             })
         });
         let now = now_ns();
-        let start = self.window_start_ns.load(Relaxed);
-        if now.saturating_sub(start) > WINDOW_NS
-            && self
-                .window_start_ns
-                .compare_exchange(start, now, Relaxed, Relaxed)
-                .is_ok()
-        {
-            self.window_total.store(0, Relaxed);
-            self.window_failures.store(0, Relaxed);
+        self.window.record(now, class, latency_ns);
+        if self.first_call_ns.load(Relaxed) == 0 {
+            let _ = self
+                .first_call_ns
+                .compare_exchange(0, now.max(1), Relaxed, Relaxed);
         }
-        self.window_total.fetch_add(1, Relaxed);
+        self.last_call_ns.store(now.max(1), Relaxed);
         self.total_calls.fetch_add(1, Relaxed);
-        if fault {
-            self.window_failures.fetch_add(1, Relaxed);
-            self.total_faults.fetch_add(1, Relaxed);
+        match class {
+            OutcomeClass::Timeout | OutcomeClass::Failure => {
+                self.total_faults.fetch_add(1, Relaxed);
+                self.consecutive_failures.fetch_add(1, Relaxed);
+            }
+            OutcomeClass::Success => self.consecutive_failures.store(0, Relaxed),
+            OutcomeClass::Rejected => {}
         }
     }
 
-    /// Sets the effective weight (configured × warm-up × health).
+    /// Sets the weight discovery gave.
     pub fn set_weight(&self, weight: u32) {
-        self.weight.store(weight, Relaxed);
+        self.configured_weight.store(weight, Relaxed);
+    }
+
+    /// Sets the warm-up factor (per mille; 1000 = warmed up).
+    pub fn set_warmup_permille(&self, permille: u32) {
+        self.warmup_permille.store(permille.min(1000), Relaxed);
+    }
+
+    /// Sets the health factor (per mille) from a verdict.
+    pub fn set_health_permille(&self, permille: u32) {
+        self.health_permille.store(permille.min(1000), Relaxed);
+    }
+
+    /// Configured weight × warm-up × health; at least 1 while the configured weight is
+    /// not 0, so a ramping endpoint still gets its first calls.
+    pub fn effective_weight(&self) -> u32 {
+        let configured = u64::from(self.configured_weight.load(Relaxed));
+        let w = configured
+            * u64::from(self.warmup_permille.load(Relaxed))
+            * u64::from(self.health_permille.load(Relaxed))
+            / 1_000_000;
+        if configured > 0 {
+            w.max(1) as u32
+        } else {
+            0
+        }
+    }
+
+    /// Consecutive endpoint faults up to now (reset by a success).
+    pub fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures.load(Relaxed)
+    }
+
+    /// The window's counts now.
+    pub fn window(&self) -> WindowCounts {
+        self.window.counts(now_ns())
+    }
+
+    /// Kernel-clock times of the first and the latest finished call (0: none).
+    pub fn call_times_ns(&self) -> (u64, u64) {
+        (
+            self.first_call_ns.load(Relaxed),
+            self.last_call_ns.load(Relaxed),
+        )
+    }
+
+    /// Forgets the window and the failure streak: a re-admitted endpoint is judged on
+    /// what it does from now on.
+    pub fn fresh_start(&self) {
+        self.window.clear();
+        self.consecutive_failures.store(0, Relaxed);
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Relaxed)
     }
 
     /// A snapshot in WIT form.
     pub fn snapshot(&self) -> wit::EndpointFacts {
+        let now = now_ns();
+        let (window_total, window_failures) = self.window.total_and_faults(now);
         wit::EndpointFacts {
             in_flight: self.in_flight.load(Relaxed),
             ewma_latency_ns: self.ewma_latency_ns.load(Relaxed),
-            weight: self.weight.load(Relaxed),
-            window_total: self.window_total.load(Relaxed),
-            window_failures: self.window_failures.load(Relaxed),
-            age_ns: now_ns().saturating_sub(self.joined_ns),
+            weight: self.effective_weight(),
+            window_total,
+            window_failures,
+            age_ns: now.saturating_sub(self.joined_ns),
         }
     }
 }
@@ -208,13 +277,18 @@ mod tests {
         cell.started();
         cell.started();
         assert_eq!(table.snapshot(3).unwrap().in_flight, 2);
-        cell.finished(8_000, false);
-        cell.finished(16_000, true);
+        cell.finished(8_000, OutcomeClass::Success);
+        cell.finished(16_000, OutcomeClass::Timeout);
         let f = table.snapshot(3).unwrap();
         assert_eq!(f.in_flight, 0);
         assert_eq!(f.ewma_latency_ns, 8_000 - 1_000 + 2_000);
         assert_eq!((f.window_total, f.window_failures), (2, 1));
-        cell.finished(1, false);
+        assert_eq!(cell.consecutive_failures(), 1);
+        assert_eq!(f.weight, 100);
+        cell.set_warmup_permille(500);
+        cell.set_health_permille(100);
+        assert_eq!(cell.effective_weight(), 5);
+        cell.finished(1, OutcomeClass::Success);
         assert_eq!(
             table.snapshot(3).unwrap().in_flight,
             0,
