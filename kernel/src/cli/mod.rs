@@ -5,6 +5,7 @@ pub mod call;
 pub mod check;
 pub mod config;
 pub mod demo;
+pub mod discovery;
 pub mod serve;
 
 /// `1.2 ms`, `850 µs`, `42 ns`.

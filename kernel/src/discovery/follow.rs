@@ -27,8 +27,27 @@ pub trait Target: Send + Sync + 'static {
     fn set_endpoints(&self, service: &str, endpoints: Vec<EndpointSpec>);
     /// How many of `addresses` (endpoints of `service`) are admissible right now.
     fn admissible(&self, service: &str, addresses: &[&str]) -> usize;
-    /// Sets an endpoint's warm-up factor (permille, 1000 = full weight).
-    fn set_warmup(&self, service: &str, address: &str, permille: u32);
+    /// Sets endpoints' warm-up factors (address, permille; 1000 = full weight).
+    fn set_warmups(&self, service: &str, warmups: &[(String, u32)]);
+}
+
+impl Target for crate::client::Client {
+    fn set_endpoints(&self, service: &str, endpoints: Vec<EndpointSpec>) {
+        if let Err(e) = crate::client::Client::set_endpoints(self, service, endpoints) {
+            tracing::warn!(service, "discovery cannot update the client: {e:#}");
+        }
+    }
+
+    fn admissible(&self, _service: &str, addresses: &[&str]) -> usize {
+        self.endpoints()
+            .iter()
+            .filter(|e| e.in_rotation && addresses.contains(&e.address.as_str()))
+            .count()
+    }
+
+    fn set_warmups(&self, _service: &str, warmups: &[(String, u32)]) {
+        crate::client::Client::set_warmups(self, warmups);
+    }
 }
 
 /// Which groups the table was last built from.
@@ -187,14 +206,16 @@ async fn run(
                 tx.send_modify(|s| s.updates += 1);
             }
             let now = unix_ms();
+            let mut moved = Vec::new();
             for i in &plan.instances {
                 let w = i.warmup_ms.map_or(warmup, Duration::from_millis);
                 let permille = warmup_permille(i.start_ms, w, now);
                 if warm.get(&i.address) != Some(&permille) {
-                    target.set_warmup(&service, &i.address, permille);
+                    moved.push((i.address.clone(), permille));
                     warm.insert(i.address.clone(), permille);
                 }
             }
+            target.set_warmups(&service, &moved);
             let group = plan.group.to_string();
             let endpoints = plan.instances.len();
             tx.send_if_modified(|s| {
