@@ -36,15 +36,30 @@ pub fn pick(
             }
             selector.intern_set(&left)
         };
-        // No answer means the set was forgotten with an older table: the caller routes
-        // again on the current rotation.
-        let id = selector
-            .select(set, options.hash_key)
-            .map(|s| s.endpoint)
-            .ok_or_else(|| CallError::NoEndpoint {
-                service: svc.name.clone(),
-                reason: "the endpoints changed during the call".into(),
-            })?;
+        // No answer means the set was forgotten with an older table: a new table is
+        // being published right now (selectors get it a moment before the rotation with
+        // its new sets is stored), or was published since this call routed. The
+        // candidates are still endpoints of the service, so any of them is a fine answer
+        // for this one pick (the kind's safe default: a uniform random member); a member
+        // that left the client meanwhile makes the caller route again.
+        let id = match selector.select(set, options.hash_key) {
+            Some(s) => s.endpoint,
+            None => {
+                let left: Vec<u32> = candidates
+                    .members
+                    .iter()
+                    .copied()
+                    .filter(|id| !excluded.contains(id))
+                    .collect();
+                if left.is_empty() {
+                    return Err(CallError::NoEndpoint {
+                        service: svc.name.clone(),
+                        reason: "the endpoints changed during the call".into(),
+                    });
+                }
+                left[fastrand::usize(..left.len())]
+            }
+        };
         let Some(ep) = registry.endpoint(id) else {
             return Err(CallError::NoEndpoint {
                 service: svc.name.clone(),
