@@ -122,3 +122,9 @@ pub const WARMUP_MS: u64 = 60_000;
 /// How long `axle serve` waits for the application's readiness hook before giving up
 /// instead of registering, in ms.
 pub const READY_TIMEOUT_MS: u64 = 30_000;
+
+/// A stopping provider waits until no request has arrived for this long (within its drain
+/// timeout) before it exits: requests sent before the caller read the goaway then get a
+/// `shutting_down` answer, which callers fail over from, instead of a connection reset,
+/// which they may not (the request may have run). Several round trips on a LAN.
+pub const DRAIN_QUIET: std::time::Duration = std::time::Duration::from_millis(250);

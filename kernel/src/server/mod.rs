@@ -160,17 +160,21 @@ impl ServerBuilder {
             limiter: self.limiter,
             guards: stages::protect::Guards::new(self.manifest),
             closing: AtomicBool::new(false),
+            last_refused_ns: std::sync::atomic::AtomicU64::new(0),
             in_flight: Arc::new(AtomicUsize::new(0)),
         });
-        let accept = tokio::spawn(serve::accept(
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let accept = tokio::spawn(serve::accept_until(
             listener,
             pipeline.clone(),
             self.limits,
             closing_rx,
+            stop_rx,
         ));
         Ok(Server {
             local,
             closing: closing_tx,
+            stop_accepting: stop_tx,
             pipeline,
             accept,
             services,
@@ -184,6 +188,8 @@ impl ServerBuilder {
 pub struct Server {
     local: SocketAddr,
     closing: watch::Sender<bool>,
+    /// Stops the accept loop (at the end of the drain, see [`Server::shutdown`]).
+    stop_accepting: watch::Sender<bool>,
     pipeline: Arc<Pipeline>,
     accept: tokio::task::JoinHandle<()>,
     services: Vec<String>,
@@ -250,23 +256,36 @@ impl Server {
     }
 
     /// Stops outside-in: mark closing (new requests answer `shutting_down`, which callers
-    /// fail over from safely: the handler never ran), stop accepting, tell connected
-    /// callers (goaway), deregister from discovery, then wait up to `drain` for the
-    /// requests in flight.
+    /// fail over from safely: the handler never ran), tell connected callers (goaway; a
+    /// connection made from now on gets one at once), deregister from discovery, wait up
+    /// to `drain` for the requests in flight and for callers to stop sending, then stop
+    /// accepting.
     pub async fn shutdown(mut self, drain: Duration) {
         let deadline = tokio::time::Instant::now() + drain;
         self.pipeline.closing.store(true, Ordering::Relaxed);
         let _ = self.closing.send(true);
-        self.accept.abort();
+        let closed_ns = crate::facts::now_ns();
         futures::future::join_all(
             std::mem::take(&mut self.registrations)
                 .into_iter()
                 .map(|r| r.deregister()),
         )
         .await;
-        while self.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        // Requests a caller sent before it read the goaway are still on the wire: they
+        // must get their `shutting_down` answer (which callers fail over from) rather than
+        // a reset when the process exits. So the drain also waits until no request has
+        // arrived for a quiet period, within the same deadline.
+        let quiet = crate::manifest::defaults::DRAIN_QUIET.as_nanos() as u64;
+        loop {
+            let last = closed_ns.max(self.pipeline.last_refused_ns.load(Ordering::Relaxed));
+            let settled = crate::facts::now_ns().saturating_sub(last) >= quiet;
+            if (self.in_flight() == 0 && settled) || tokio::time::Instant::now() >= deadline {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        let _ = self.stop_accepting.send(true);
+        self.accept.abort();
     }
 }
 
@@ -279,6 +298,9 @@ pub struct Pipeline {
     guards: stages::protect::Guards,
     /// Set when the server starts stopping (read per request: an atomic, not the watch).
     closing: AtomicBool,
+    /// When the last request was refused with `shutting_down` (`facts::now_ns`): the drain
+    /// waits for these to stop arriving.
+    last_refused_ns: std::sync::atomic::AtomicU64,
     /// Requests being handled.
     in_flight: Arc<AtomicUsize>,
 }

@@ -15,6 +15,7 @@ use crate::wire::{ErrorClass, Frame, FLAG_EXTERNAL};
 pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
     let id = request.id;
     if p.closing.load(Relaxed) {
+        p.last_refused_ns.store(crate::facts::now_ns(), Relaxed);
         return Frame::error(
             id,
             ErrorClass::ShuttingDown,
