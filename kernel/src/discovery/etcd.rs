@@ -23,6 +23,7 @@ use etcd_client::{Client, ConnectOptions, EventType, GetOptions, PutOptions, Wat
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
+use super::revisions::Tracked;
 use super::{
     Backend, BackendOptions, DiscoveryError, Instance, Registration, ServiceKey, Snapshot,
 };
@@ -174,7 +175,11 @@ async fn keep_registered(
         let (mut keeper, mut responses) = match stream {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!(%key, "etcd unreachable, registration kept alive once it returns: {e}");
+                if backoff == BACKOFF_MIN {
+                    tracing::warn!(%key, "etcd unreachable, registration kept alive once it returns: {e}");
+                } else {
+                    tracing::debug!(%key, "etcd still unreachable: {e}");
+                }
                 tokio::select! {
                     _ = &mut stop => break 'session,
                     _ = tokio::time::sleep(backoff) => {}
@@ -244,16 +249,12 @@ async fn keep_registered(
 /// The consumer's loop for one prefix: list, watch, re-list; publish into `tx`.
 async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch::Sender<Snapshot>) {
     let mut client = None;
-    let mut set: BTreeMap<String, Instance> = BTreeMap::new();
-    let mut applied: i64 = 0;
+    let mut t = Tracked::default();
     let mut backoff = BACKOFF_MIN;
-    let publish = |tx: &watch::Sender<Snapshot>,
-                   set: &BTreeMap<String, Instance>,
-                   applied: i64,
-                   listed: bool| {
+    let publish = |tx: &watch::Sender<Snapshot>, t: &Tracked, listed: bool| {
         tx.send_modify(|s| {
-            s.revision = applied;
-            s.instances = Arc::new(set.values().cloned().collect());
+            s.revision = t.applied;
+            s.instances = Arc::new(t.set.values().cloned().collect());
             s.connected = true;
             s.error = None;
             if listed {
@@ -288,13 +289,12 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
         };
         // Pull.
         match list(c, &prefix).await {
-            Ok((rev, listed)) if rev >= applied => {
-                set = listed;
-                applied = rev;
-                publish(&tx, &set, applied, true);
-            }
-            Ok((rev, _)) => {
-                tracing::debug!(%prefix, rev, applied, "discarding a listing older than the set held");
+            Ok((rev, listed)) => {
+                if t.listing(rev, listed) {
+                    publish(&tx, &t, true);
+                } else {
+                    tracing::debug!(%prefix, rev, t.applied, "discarding a listing older than the set held");
+                }
             }
             Err(e) => {
                 unreachable(&tx, &e);
@@ -308,7 +308,7 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
         // Push, from the revision after the listing.
         let options = WatchOptions::new()
             .with_prefix()
-            .with_start_revision(applied + 1);
+            .with_start_revision(t.applied + 1);
         let mut stream = match bounded(c.watch(prefix.as_str(), Some(options))).await {
             Ok(s) => s,
             Err(e) => {
@@ -326,15 +326,14 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
                 _ = tokio::time::sleep_until(next_list) => {
                     next_list = tokio::time::Instant::now() + resync;
                     match list(c, &prefix).await {
-                        Ok((rev, listed)) if rev >= applied => {
-                            if listed != set {
+                        Ok((rev, listed)) => {
+                            if listed != t.set && rev >= t.applied {
                                 tracing::info!(%prefix, rev, "re-list corrected the set");
                             }
-                            set = listed;
-                            applied = rev;
-                            publish(&tx, &set, applied, true);
+                            if t.listing(rev, listed) {
+                                publish(&tx, &t, true);
+                            }
                         }
-                        Ok(_) => {}
                         Err(e) => {
                             unreachable(&tx, &e);
                             break;
@@ -352,29 +351,25 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
                         let mut changed = false;
                         for ev in resp.events() {
                             let Some(kv) = ev.kv() else { continue };
-                            if kv.mod_revision() <= applied {
-                                continue; // stale: the set already reflects it
-                            }
-                            applied = kv.mod_revision();
                             let Ok(k) = kv.key_str() else { continue };
                             let address = k.strip_prefix(prefix.as_str()).unwrap_or(k).to_string();
-                            match ev.event_type() {
+                            let instance = match ev.event_type() {
                                 EventType::Put => match Instance::decode(kv.value()) {
-                                    Ok(i) => { set.insert(address, i); }
+                                    Ok(i) => Some(i),
                                     Err(e) => {
+                                        // A bad value replaces a good one: drop the address.
                                         tracing::warn!(key = k, "ignoring a malformed registration: {e}");
-                                        set.remove(&address);
+                                        None
                                     }
                                 },
-                                EventType::Delete => { set.remove(&address); }
-                            }
-                            changed = true;
+                                EventType::Delete => None,
+                            };
+                            changed |= t.event(kv.mod_revision(), address, instance);
                         }
-                        if let Some(h) = resp.header() {
-                            applied = applied.max(h.revision());
-                        }
+                        // Only events' own revisions count: a response header's revision
+                        // may run ahead of catch-up events still to come.
                         if changed {
-                            publish(&tx, &set, applied, false);
+                            publish(&tx, &t, false);
                         }
                     }
                     Ok(None) => {

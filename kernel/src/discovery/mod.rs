@@ -23,6 +23,7 @@ pub mod config;
 pub mod etcd;
 pub mod file;
 pub mod follow;
+pub mod revisions;
 pub mod static_list;
 
 use std::collections::BTreeMap;

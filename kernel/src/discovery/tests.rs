@@ -240,3 +240,26 @@ async fn a_watched_file_is_reread_and_a_broken_one_keeps_the_last_good_list() {
     assert_eq!(addrs(&s).len(), 2, "the last good list stays");
     assert!(s.error.unwrap().contains("not host:port"));
 }
+
+#[test]
+fn stale_listings_and_events_are_discarded() {
+    use revisions::Tracked;
+    let one = |a: &str| [(a.to_string(), Instance::new(a))].into_iter().collect();
+    let mut t = Tracked::default();
+    assert!(t.listing(10, one("h:1")));
+    // An event the listing already contains (revision <= 10): stale.
+    assert!(!t.event(9, "h:2".into(), Some(Instance::new("h:2"))));
+    assert!(!t.event(10, "h:1".into(), None));
+    assert_eq!(t.set.len(), 1);
+    assert!(t.event(11, "h:2".into(), Some(Instance::new("h:2"))));
+    assert!(t.event(12, "h:1".into(), None));
+    assert_eq!(t.set.keys().collect::<Vec<_>>(), ["h:2"]);
+    // A slow listing from before those events must not bring h:1 back.
+    assert!(!t.listing(11, one("h:1")));
+    assert_eq!(t.set.keys().collect::<Vec<_>>(), ["h:2"]);
+    // A newer listing is the truth, even where it disagrees (a missed event).
+    assert!(t.listing(20, one("h:3")));
+    assert_eq!(t.set.keys().collect::<Vec<_>>(), ["h:3"]);
+    assert!(!t.event(19, "h:4".into(), Some(Instance::new("h:4"))));
+    assert_eq!(t.applied, 20);
+}
