@@ -60,11 +60,17 @@ pub fn pick(
                 left[fastrand::usize(..left.len())]
             }
         };
-        let Some(ep) = registry.endpoint(id) else {
+        if excluded.contains(&id) {
             return Err(CallError::NoEndpoint {
                 service: svc.name.clone(),
-                reason: format!("the selector picked unknown endpoint {id}"),
+                reason: format!("the selector picked endpoint {id} outside the candidates"),
             });
+        }
+        let Some(ep) = registry.endpoint(id) else {
+            // It left the client since this call routed (discovery removed it while the
+            // new table was on its way to the selector): not a candidate any more.
+            excluded.push(id);
+            continue;
         };
         match ep.breaker.try_acquire() {
             Permit::Rejected => excluded.push(id),
