@@ -135,6 +135,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "--lease-ttl-s must be 1..=3600 (got {ttl})"
         );
     }
+    // The registry is opened (and a bad one refused) before anything listens.
+    let backend = match &registry {
+        RegistryUrl::Etcd(_) => {
+            let mut options = BackendOptions::from_manifest(&manifest);
+            if let Some(ttl) = args.lease_ttl_s {
+                options.lease_ttl = Duration::from_secs(ttl);
+            }
+            Some(axle::discovery::open(&registry, options)?)
+        }
+        _ => None,
+    };
     let host = PluginHost::with_default_cache()?;
     let mut builder = ServerBuilder::new().with_manifest(&host, &manifest)?;
     if args.ready_delay_ms > 0 {
@@ -176,11 +187,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ),
             None => server.local_addr().to_string(),
         };
-        let mut options = BackendOptions::from_manifest(&manifest);
-        if let Some(ttl) = args.lease_ttl_s {
-            options.lease_ttl = Duration::from_secs(ttl);
-        }
-        let backend = axle::discovery::open(&registry, options)?;
+        let Some(backend) = &backend else {
+            anyhow::bail!("no registry backend for {registry:?}");
+        };
         let keys = server
             .services()
             .iter()
