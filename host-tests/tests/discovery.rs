@@ -207,7 +207,7 @@ fn a_restarted_etcd_keeps_registrations_and_consumers_resync() {
     etcd.stop();
     wait_until(Duration::from_secs(10), || !rx.borrow().connected).expect("noticed");
     // Down: the cached set stays.
-    assert_eq!(addresses(&rx), [a.addr.clone()]);
+    assert_eq!(addresses(&rx), std::slice::from_ref(&a.addr));
     std::thread::sleep(Duration::from_millis(500));
     etcd.restart();
     wait_until(Duration::from_secs(10), || {
@@ -217,7 +217,7 @@ fn a_restarted_etcd_keeps_registrations_and_consumers_resync() {
     .expect("a full listing after etcd came back");
     // Past the lease TTL: the provider kept its registration alive through the restart.
     std::thread::sleep(Duration::from_secs(4));
-    assert_eq!(addresses(&rx), [a.addr.clone()]);
+    assert_eq!(addresses(&rx), std::slice::from_ref(&a.addr));
     // And the watch works again: a new provider appears promptly.
     let b = Provider::start(&etcd.url(), &["--lease-ttl-s", "3"]);
     let appeared = wait_until(Duration::from_secs(5), || has(&rx, &b.addr)).expect("b appeared");
