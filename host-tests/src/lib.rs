@@ -38,6 +38,38 @@ impl Default for TestHost {
     }
 }
 
+/// A plugin host whose artifact cache every test of the process shares, for guests that
+/// are slow to compile (a Python or StarlingMonkey component takes 10-20 s, a cache hit
+/// milliseconds). Loads are serialised, so the first load of a component compiles it and
+/// every later one, in any test, hits the cache.
+pub struct SharedHost {
+    test: TestHost,
+    loading: std::sync::Mutex<()>,
+}
+
+impl SharedHost {
+    /// The process's shared host.
+    pub fn get() -> &'static SharedHost {
+        static HOST: std::sync::OnceLock<SharedHost> = std::sync::OnceLock::new();
+        HOST.get_or_init(|| SharedHost {
+            test: TestHost::new(),
+            loading: std::sync::Mutex::new(()),
+        })
+    }
+
+    /// Like [`TestHost::load`], one load at a time.
+    pub fn load(&self, manifest: &str, name: &str) -> Result<LoadedPlugin, LoadError> {
+        // A test that panicked while loading leaves nothing half-done behind: go on.
+        let _one_at_a_time = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        self.test.load(manifest, name)
+    }
+
+    /// The artifact cache directory (for `AXLE_CACHE_DIR` of an `axle` process).
+    pub fn cache_dir(&self) -> &Path {
+        self.test.cache.path()
+    }
+}
+
 /// A guest component built by `kernel/build.rs` (fixtures included), e.g.
 /// `axle_fixture_trap`.
 pub fn built_component(crate_name: &str) -> PathBuf {
@@ -157,11 +189,28 @@ impl ServeProcess {
         ServeProcess::start_with_manifest(None, args)
     }
 
+    /// Starts `axle serve --listen ADDR ARGS...` (to restart a provider where it was).
+    pub fn start_at(addr: &str, args: &[&str]) -> ServeProcess {
+        let mut all = vec!["--listen", addr];
+        all.extend_from_slice(args);
+        ServeProcess::start_with_manifest(None, &all)
+    }
+
+    /// Kills the process with SIGKILL (no goaway, no drain: a crash) and reaps it.
+    pub fn kill_9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// The same, with a manifest file.
     pub fn start_with_manifest(manifest: Option<&Path>, args: &[&str]) -> ServeProcess {
         use std::io::BufRead;
         let mut cmd = std::process::Command::new(axle_bin());
-        cmd.args(["serve", "--listen", "127.0.0.1:0"]).args(args);
+        cmd.arg("serve");
+        if !args.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        cmd.args(args);
         if let Some(m) = manifest {
             cmd.arg("--manifest").arg(m);
         }

@@ -1,49 +1,97 @@
 //! Plugins written in other WASI languages pass the same behavioural tests as their Rust
 //! twins, through the same host: the WIT is the contract, not the Rust SDK.
+//!
+//! Every example is a round-robin selector (`plugins/examples/<lang>/round-robin`, built by
+//! `cargo run --release -p xtask -- examples`): C, Python (componentize-py), and JS twice,
+//! on QuickJS (componentize-qjs) and on StarlingMonkey (componentize-js). Each one is
+//! loaded through the real plugin host, must behave like `plugins/selector-round-robin`,
+//! must reject an unknown config key at load, and must pass `axle plugins check`.
+//!
+//! The interpreted guests are big (1.5-18 MiB) and take seconds to compile, so these tests
+//! share one host and artifact cache ([`SharedHost`]): each component compiles once per run.
 
-use axle_host_tests::{assert_round_robin, axle_bin, example_component, manifest, TestHost};
+use std::path::PathBuf;
 
-#[test]
-fn c_round_robin_behaves_like_the_rust_one() {
-    let path = example_component("c", "round-robin");
-    let t = TestHost::new();
-    let p = t
-        .load(
-            &manifest("rr-c", "selector", path.to_str().unwrap(), ""),
-            "rr-c",
-        )
-        .unwrap();
+use axle_host_tests::{assert_round_robin, axle_bin, example_component, manifest, SharedHost};
+
+/// One example build: where it is and the manifest keys it loads with.
+struct Example {
+    /// The plugin name in the test manifests.
+    name: &'static str,
+    /// `<target>/<lang>-plugins/`.
+    lang: &'static str,
+    /// The file name without `.wasm`.
+    file: &'static str,
+    /// Extra plugin keys. Call budgets stay at [`manifest`]'s second. Memory: the Python
+    /// and StarlingMonkey components start with 8-16 MiB of linear memory (their
+    /// pre-initialised interpreter heap), QuickJS under 8 MiB, C and Rust well under 1 MiB;
+    /// each gets a few times what it starts with.
+    extra: &'static str,
+}
+
+const C: Example = Example {
+    name: "rr-c",
+    lang: "c",
+    file: "round-robin",
+    extra: "",
+};
+const PYTHON: Example = Example {
+    name: "rr-py",
+    lang: "python",
+    file: "round-robin",
+    extra: "memory-mib = 128",
+};
+const QUICKJS: Example = Example {
+    name: "rr-qjs",
+    lang: "js",
+    file: "round-robin",
+    extra: "memory-mib = 32",
+};
+const STARLINGMONKEY: Example = Example {
+    name: "rr-sm",
+    lang: "js",
+    file: "round-robin-sm",
+    extra: "memory-mib = 128",
+};
+
+impl Example {
+    fn component(&self) -> PathBuf {
+        example_component(self.lang, self.file)
+    }
+
+    /// A manifest with this one plugin, and `config` (TOML lines) as its config table.
+    fn manifest(&self, config: &str) -> String {
+        let path = self.component();
+        let mut extra = self.extra.to_string();
+        if !config.is_empty() {
+            extra.push_str(&format!("\n[plugins.{}.config]\n{config}", self.name));
+        }
+        manifest(self.name, "selector", path.to_str().unwrap(), &extra)
+    }
+}
+
+fn behaves_like_the_rust_one(ex: &Example) {
+    let p = SharedHost::get().load(&ex.manifest(""), ex.name).unwrap();
     assert_round_robin(&p);
 }
 
-#[test]
-fn c_round_robin_rejects_unknown_config_keys_at_load() {
-    let path = example_component("c", "round-robin");
-    let t = TestHost::new();
-    let text = manifest(
-        "rr-c",
-        "selector",
-        path.to_str().unwrap(),
-        "[plugins.rr-c.config]\nspeed = 3",
-    );
-    let msg = t
-        .load(&text, "rr-c")
+fn rejects_unknown_config_keys_at_load(ex: &Example) {
+    let msg = SharedHost::get()
+        .load(&ex.manifest("speed = 3"), ex.name)
         .err()
         .expect("config rejected")
         .to_string();
     assert!(msg.contains("unknown key `speed`"), "{msg}");
 }
 
-#[test]
-fn axle_plugins_check_accepts_the_c_plugin() {
-    let path = example_component("c", "round-robin");
+fn axle_plugins_check_accepts(ex: &Example) {
+    // Compiled into the shared cache first (a load of its own, or another test's), so the
+    // `axle` process loads the artifact instead of compiling for seconds again.
+    let host = SharedHost::get();
+    host.load(&ex.manifest(""), ex.name).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let manifest_path = dir.path().join("plugins.toml");
-    std::fs::write(
-        &manifest_path,
-        manifest("rr-c", "selector", path.to_str().unwrap(), ""),
-    )
-    .unwrap();
+    std::fs::write(&manifest_path, ex.manifest("")).unwrap();
     let out = std::process::Command::new(axle_bin())
         .args([
             "plugins",
@@ -51,10 +99,114 @@ fn axle_plugins_check_accepts_the_c_plugin() {
             "--manifest",
             manifest_path.to_str().unwrap(),
         ])
-        .env("AXLE_CACHE_DIR", dir.path().join("cache"))
+        .env("AXLE_CACHE_DIR", host.cache_dir())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.contains("1 of 1 plugins ok"), "{stdout}");
+}
+
+#[test]
+fn c_round_robin_behaves_like_the_rust_one() {
+    behaves_like_the_rust_one(&C);
+}
+
+#[test]
+fn c_round_robin_rejects_unknown_config_keys_at_load() {
+    rejects_unknown_config_keys_at_load(&C);
+}
+
+#[test]
+fn axle_plugins_check_accepts_the_c_plugin() {
+    axle_plugins_check_accepts(&C);
+}
+
+#[test]
+fn python_round_robin_behaves_like_the_rust_one() {
+    behaves_like_the_rust_one(&PYTHON);
+}
+
+#[test]
+fn python_round_robin_rejects_unknown_config_keys_at_load() {
+    rejects_unknown_config_keys_at_load(&PYTHON);
+}
+
+#[test]
+fn axle_plugins_check_accepts_the_python_plugin() {
+    axle_plugins_check_accepts(&PYTHON);
+}
+
+#[test]
+fn js_quickjs_round_robin_behaves_like_the_rust_one() {
+    behaves_like_the_rust_one(&QUICKJS);
+}
+
+#[test]
+fn js_quickjs_round_robin_rejects_unknown_config_keys_at_load() {
+    rejects_unknown_config_keys_at_load(&QUICKJS);
+}
+
+#[test]
+fn axle_plugins_check_accepts_the_js_quickjs_plugin() {
+    axle_plugins_check_accepts(&QUICKJS);
+}
+
+#[test]
+fn js_starlingmonkey_round_robin_behaves_like_the_rust_one() {
+    behaves_like_the_rust_one(&STARLINGMONKEY);
+}
+
+#[test]
+fn js_starlingmonkey_round_robin_rejects_unknown_config_keys_at_load() {
+    rejects_unknown_config_keys_at_load(&STARLINGMONKEY);
+}
+
+#[test]
+fn axle_plugins_check_accepts_the_js_starlingmonkey_plugin() {
+    axle_plugins_check_accepts(&STARLINGMONKEY);
+}
+
+/// `axle bench plugins` measures every example's `select` (the figures in
+/// docs/authoring.md come from this command; no figure is asserted, only that each
+/// example answered through the bench at every endpoint count).
+#[test]
+fn axle_bench_plugins_measures_every_example() {
+    let examples = [C, PYTHON, QUICKJS, STARLINGMONKEY];
+    let host = SharedHost::get();
+    let mut text = String::new();
+    for ex in &examples {
+        host.load(&ex.manifest(""), ex.name).unwrap();
+        text.push_str(&ex.manifest(""));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let manifest_path = dir.path().join("plugins.toml");
+    std::fs::write(&manifest_path, text).unwrap();
+    let out = std::process::Command::new(axle_bin())
+        .args(["bench", "plugins", "--json", "--manifest"])
+        .arg(&manifest_path)
+        .env("AXLE_CACHE_DIR", host.cache_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let rows = report["plugins"].as_array().unwrap();
+    for ex in &examples {
+        let selects: Vec<f64> = rows
+            .iter()
+            .filter(|r| r["name"] == ex.name && r["function"] == "select")
+            .map(|r| r["wasm_ns"].as_f64().unwrap())
+            .collect();
+        assert_eq!(selects.len(), 3, "{}: {rows:?}", ex.name);
+        assert!(
+            selects.iter().all(|ns| ns.is_finite() && *ns > 0.0),
+            "{}: {selects:?}",
+            ex.name
+        );
+    }
 }

@@ -22,5 +22,6 @@ pub mod payload;
 pub mod plugin;
 pub mod server;
 pub mod services;
+pub mod swap;
 pub mod transport;
 pub mod wire;

@@ -72,6 +72,12 @@ enum BenchCommand {
         #[arg(long = "system")]
         systems: Vec<String>,
     },
+    /// How long a hot-swap takes: in the kernel, and from a saved manifest to serving.
+    Swap {
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// ns per call of every plugin's hot functions, beside the floor and native twins.
     Plugins {
         /// The manifest (default: the one embedded in the binary).
@@ -114,6 +120,7 @@ fn main() -> ExitCode {
             seconds,
             systems,
         }) => cli::bench::rpc(manifest.as_deref(), json, seconds, &systems),
+        Command::Bench(BenchCommand::Swap { json }) => cli::bench::swap(json),
         Command::Bench(BenchCommand::Plugins { manifest, json }) => {
             cli::bench::plugins(manifest.as_deref(), json)
         }

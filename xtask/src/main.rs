@@ -1,30 +1,48 @@
-//! Build tasks for Axle that `cargo build` cannot express.
+//! Build tasks for Axle that `cargo build` cannot express: the example plugins written in
+//! other languages (`plugins/examples/<lang>/<name>/`), each into
+//! `<target>/<lang>-plugins/<name>.wasm`, a WebAssembly component for the world named in
+//! that directory's `plugin.toml`.
 //!
-//! `cargo run --release -p xtask -- c-plugins` turns every `plugins/examples/c/<name>/`
-//! into `<target>/c-plugins/<name>.wasm`, a WebAssembly component for the world named in
-//! that directory's `plugin.toml`. It does what the FIELD-NOTES C recipe does by hand
-//! (`wit-bindgen c`, `clang`, `wasm-tools component new`), but through the library crates,
-//! so nobody has to `cargo install` the two CLIs (7-12 minutes each).
+//! - `c-plugins`: what the FIELD-NOTES C recipe does by hand (`wit-bindgen c`, `clang`,
+//!   `wasm-tools component new`), through the library crates, so nobody has to
+//!   `cargo install` the two CLIs (7-12 minutes each).
+//! - `python-plugins`: componentize-py, installed into a venv under
+//!   `<target>/toolchains/py` on first use.
+//! - `js-plugins`: componentize-qjs (QuickJS, `<name>.wasm`) and componentize-js
+//!   (StarlingMonkey, `<name>-sm.wasm`), installed with `npm ci` under
+//!   `<target>/toolchains/js` on first use.
+//! - `examples`: all of the above.
+//! - `inspect FILE`: the top-level imports and exports of a component.
+//!
+//! Python and JS builds take seconds to tens of seconds, so they are skipped when nothing
+//! that goes into them (sources, WIT, toolchain versions) changed since the last build.
 
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use wit_bindgen_core::Files;
-use wit_component::ComponentEncoder;
-use wit_parser::{Resolve, WorldId};
 
-/// Debian packages that provide clang, the wasm linker, wasi-libc and the wasm32 builtins.
-const DEBIAN_PACKAGES: &str = "clang lld wasi-libc libclang-rt-14-dev-wasm32";
+mod c;
+mod component;
+mod js;
+mod python;
+mod toolchain;
 
-const USAGE: &str = "usage: cargo run --release -p xtask -- c-plugins";
+const USAGE: &str = "usage: cargo run --release -p xtask -- \
+    c-plugins | python-plugins | js-plugins | examples | inspect FILE";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["c-plugins"] => c_plugins(),
+        ["c-plugins"] => c::plugins(),
+        ["python-plugins"] => python::plugins(),
+        ["js-plugins"] => js::plugins(),
+        ["examples"] => c::plugins()
+            .and_then(|()| python::plugins())
+            .and_then(|()| js::plugins()),
+        ["inspect", file] => inspect(Path::new(file)),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -38,6 +56,19 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Prints the top-level imports and exports of a component.
+fn inspect(file: &Path) -> Result<()> {
+    let bytes = fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let (imports, exports) = component::interface_names(&bytes)?;
+    for name in imports {
+        println!("import {name}");
+    }
+    for name in exports {
+        println!("export {name}");
+    }
+    Ok(())
 }
 
 /// The workspace root: this crate lives in `<root>/xtask`.
@@ -56,12 +87,31 @@ fn target_dir(root: &Path) -> PathBuf {
     }
 }
 
-/// Builds every `plugins/examples/c/*/` directory, then reports all failures at once.
-fn c_plugins() -> Result<()> {
+/// One example plugin directory, and where its build goes.
+pub struct Example {
+    /// The workspace root (its `wit/` is the contract every plugin is built against).
+    pub root: PathBuf,
+    /// `plugins/examples/<lang>/<name>/`.
+    pub dir: PathBuf,
+    /// The directory name: the output is `<name>.wasm`.
+    pub name: String,
+    /// The world of package `axle:spi` the plugin implements (`plugin.toml`'s `world`).
+    pub world: String,
+    /// `<target>/<lang>-plugins/`.
+    pub out_dir: PathBuf,
+    /// `<target>/<lang>-plugins/build/<name>/`: generated files, stamps.
+    pub work: PathBuf,
+}
+
+/// Builds every `plugins/examples/<lang>/*/` directory with `build` (which returns the
+/// files it wrote), then reports all failures at once.
+fn build_examples(
+    lang: &str,
+    build: &mut dyn FnMut(&Example) -> Result<Vec<PathBuf>>,
+) -> Result<()> {
     let root = workspace_root();
-    let examples = root.join("plugins/examples/c");
-    let out_dir = target_dir(&root).join("c-plugins");
-    check_clang()?;
+    let examples = root.join("plugins/examples").join(lang);
+    let out_dir = target_dir(&root).join(format!("{lang}-plugins"));
 
     let mut dirs: Vec<PathBuf> = fs::read_dir(&examples)
         .with_context(|| format!("reading {}", examples.display()))?
@@ -72,10 +122,17 @@ fn c_plugins() -> Result<()> {
 
     let mut failed = 0;
     for dir in &dirs {
-        match build_c_plugin(&root, dir, &out_dir) {
-            Ok(out) => {
-                let size = fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
-                println!("built {} ({size} bytes)", out.display());
+        let built = example(&root, dir, &out_dir).and_then(|ex| {
+            fs::create_dir_all(&ex.work)
+                .with_context(|| format!("creating {}", ex.work.display()))?;
+            build(&ex)
+        });
+        match built {
+            Ok(outs) => {
+                for out in outs {
+                    let size = fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+                    println!("built {} ({size} bytes)", out.display());
+                }
             }
             Err(e) => {
                 eprintln!("error: plugin {}: {e:#}", dir.display());
@@ -84,26 +141,20 @@ fn c_plugins() -> Result<()> {
         }
     }
     if failed > 0 {
-        bail!("{failed} of {} C plugin(s) failed to build", dirs.len());
+        bail!(
+            "{failed} of {} {lang} plugin(s) failed to build",
+            dirs.len()
+        );
     }
     Ok(())
 }
 
-/// Fails early, with the package list, when clang is not installed at all.
-fn check_clang() -> Result<()> {
-    match Command::new("clang").arg("--version").output() {
-        Ok(out) if out.status.success() => Ok(()),
-        _ => bail!("`clang` not found; on Debian: apt-get install -y {DEBIAN_PACKAGES}"),
-    }
-}
-
-/// What a plugin directory declares about itself in `plugin.toml`.
-struct Manifest {
-    /// The world of package `axle:spi` the plugin implements, e.g. `selector`.
-    world: String,
-}
-
-fn read_manifest(dir: &Path) -> Result<Manifest> {
+fn example(root: &Path, dir: &Path, out_dir: &Path) -> Result<Example> {
+    let name = dir
+        .file_name()
+        .and_then(OsStr::to_str)
+        .context("directory name is not UTF-8")?
+        .to_string();
     let path = dir.join("plugin.toml");
     let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let table: toml::Table = text
@@ -113,151 +164,12 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
         Some(toml::Value::String(w)) => w.clone(),
         _ => bail!("{}: needs `world = \"<name>\"`", path.display()),
     };
-    Ok(Manifest { world })
-}
-
-/// Bindings, compile, componentize: one plugin directory into one component file.
-fn build_c_plugin(root: &Path, dir: &Path, out_dir: &Path) -> Result<PathBuf> {
-    let name = dir
-        .file_name()
-        .and_then(OsStr::to_str)
-        .context("directory name is not UTF-8")?;
-    let manifest = read_manifest(dir)?;
-    let work = out_dir.join("build").join(name);
-    let gen = work.join("gen");
-    // Start from an empty gen dir so bindings of a world the plugin no longer uses
-    // cannot be picked up by the `*.c` glob below.
-    let _ = fs::remove_dir_all(&gen);
-    fs::create_dir_all(&gen).with_context(|| format!("creating {}", gen.display()))?;
-
-    let mut resolve = Resolve::default();
-    let (pkg, _) = resolve
-        .push_dir(root.join("wit"))
-        .context("step `parse WIT`")?;
-    let world = resolve
-        .select_world(&[pkg], Some(&manifest.world))
-        .with_context(|| format!("step `parse WIT`: world `{}`", manifest.world))?;
-    generate_bindings(&mut resolve, world, &gen).context("step `wit-bindgen c`")?;
-
-    let core = work.join("core.wasm");
-    compile(dir, &gen, &core).context("step `clang`")?;
-
-    let component = componentize(&core).context("step `component new`")?;
-    let out = out_dir.join(format!("{name}.wasm"));
-    fs::write(&out, component).with_context(|| format!("writing {}", out.display()))?;
-    Ok(out)
-}
-
-/// Writes the C bindings (`<world>.h`, `<world>.c`) and `<world>_component_type.o`, the
-/// object whose custom section tells `ComponentEncoder` which world the module targets.
-fn generate_bindings(resolve: &mut Resolve, world: WorldId, gen: &Path) -> Result<()> {
-    let mut files = Files::default();
-    wit_bindgen_c::Opts::default()
-        .build()
-        .generate(resolve, world, &mut files)?;
-    for (file, contents) in files.iter() {
-        let path = gen.join(file);
-        fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
-}
-
-/// Compiles the plugin's `.c` files with the generated bindings into a core module.
-///
-/// `-mexec-model=reactor`: a library with exports and no `main`, initialised once by
-/// `_initialize` (which the component encoder wires up).
-fn compile(dir: &Path, gen: &Path, core: &Path) -> Result<()> {
-    let mut inputs = c_files(dir)?;
-    if inputs.is_empty() {
-        bail!("no .c files in {}", dir.display());
-    }
-    inputs.extend(c_files(gen)?);
-    for entry in fs::read_dir(gen)? {
-        let path = entry?.path();
-        if path.extension() == Some(OsStr::new("o")) {
-            inputs.push(path);
-        }
-    }
-
-    let mut cmd = Command::new("clang");
-    cmd.args(["--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-s"])
-        .args(["-Wall", "-Wextra", "-Wno-unused-parameter"])
-        .arg("-I")
-        .arg(gen)
-        .arg("-o")
-        .arg(core)
-        .args(&inputs);
-    let out = cmd.output().context("running clang")?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() {
-        // Missing wasi-libc headers, `wasm-ld` or the wasm32 builtins library all show up
-        // as a file clang cannot find; say which packages bring them.
-        let missing_file = [
-            "file not found",
-            "doesn't exist",
-            "cannot open",
-            "unable to find",
-        ]
-        .iter()
-        .any(|m| stderr.contains(m));
-        let hint = if missing_file {
-            format!("\n(a toolchain file may be missing; on Debian: apt-get install -y {DEBIAN_PACKAGES})")
-        } else {
-            String::new()
-        };
-        bail!(
-            "clang failed ({}):\n{}{hint}",
-            out.status,
-            stderr.trim_end()
-        );
-    }
-    // Warnings are worth seeing even when the build succeeds.
-    if !stderr.trim().is_empty() {
-        eprintln!("{}", stderr.trim_end());
-    }
-    Ok(())
-}
-
-/// The `.c` files directly inside `dir`, sorted so builds are reproducible.
-fn c_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = entry?.path();
-        if path.extension() == Some(OsStr::new("c")) && path.is_file() {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
-/// Wraps a core module into a component, adding the WASI preview1 reactor adapter only if
-/// the module imports preview1 (a plugin that uses nothing but malloc needs none, and then
-/// the component imports nothing beyond the world's own `host` interface).
-fn componentize(core: &Path) -> Result<Vec<u8>> {
-    use wasi_preview1_component_adapter_provider::{
-        WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME as PREVIEW1, WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
-    };
-
-    let module = fs::read(core).with_context(|| format!("reading {}", core.display()))?;
-    let mut encoder = ComponentEncoder::default();
-    encoder.module(&module)?.validate(true);
-    if imports_module(&module, PREVIEW1)? {
-        encoder.adapter(PREVIEW1, WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER)?;
-    }
-    encoder.encode()
-}
-
-/// Whether the core module imports anything from module `name`.
-fn imports_module(module: &[u8], name: &str) -> Result<bool> {
-    for payload in wasmparser::Parser::new(0).parse_all(module) {
-        if let wasmparser::Payload::ImportSection(imports) = payload? {
-            for import in imports.into_imports() {
-                if import?.module == name {
-                    return Ok(true);
-                }
-            }
-        }
-    }
-    Ok(false)
+    Ok(Example {
+        root: root.to_path_buf(),
+        dir: dir.to_path_buf(),
+        work: out_dir.join("build").join(&name),
+        out_dir: out_dir.to_path_buf(),
+        name,
+        world,
+    })
 }

@@ -5,6 +5,7 @@
 
 pub mod native;
 pub mod rpc;
+pub mod swap;
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -133,3 +133,34 @@ fn print_table(report: &Report) {
         }
     }
 }
+
+/// `axle bench swap`.
+pub fn swap(json: bool) -> anyhow::Result<ExitCode> {
+    let host = std::sync::Arc::new(axle::plugin::PluginHost::with_default_cache()?);
+    let r = axle::bench::swap::run(host)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let ms = |us: u64| us as f64 / 1000.0;
+    println!(
+        "hot-swap of a cached Rust selector (round-robin <-> p2c-ewma), {} rounds each",
+        r.rounds
+    );
+    println!("{:<44} {:>9} {:>9} {:>9}", "", "p50 ms", "p90 ms", "max ms");
+    for (name, v) in [
+        (
+            "explicit (Client::swap, what `axle swap` runs)",
+            r.explicit_us,
+        ),
+        ("manifest saved -> new selector serving", r.file_us),
+    ] {
+        println!(
+            "{name:<44} {:>9.2} {:>9.2} {:>9.2}",
+            ms(v[0]),
+            ms(v[1]),
+            ms(v[2])
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -11,6 +11,7 @@
 //! without reshaping them.
 
 mod error;
+pub mod loadout;
 mod options;
 pub(crate) mod registry;
 pub(crate) mod stages;
@@ -275,7 +276,7 @@ impl Client {
     /// Attempts until one succeeds, or a failure is final, or retries, budget or deadline
     /// run out. The first attempt is hedged when the method says so.
     async fn attempts(&self, call: &Call<'_>, g: &Governance) -> Result<Reply, CallError> {
-        let mut candidates =
+        let candidates =
             stages::route::candidates(call.svc, call.policy, call.method, call.options)?;
         let mut tried: Vec<u32> = Vec::new();
         let mut retries_used = 0;
@@ -283,8 +284,8 @@ impl Client {
             (g.idempotent && g.hedge_delay_ms > 0).then(|| Duration::from_millis(g.hedge_delay_ms));
         loop {
             let result = match hedge.filter(|_| tried.is_empty()) {
-                Some(delay) => self.hedged(call, &mut candidates, &mut tried, delay).await,
-                None => self.attempt(call, &mut candidates, &mut tried).await,
+                Some(delay) => self.hedged(call, &candidates, &mut tried, delay).await,
+                None => self.attempt(call, &candidates, &mut tried).await,
             };
             let err = match result {
                 Ok(reply) => return Ok(reply),
@@ -325,7 +326,7 @@ impl Client {
     async fn attempt(
         &self,
         call: &Call<'_>,
-        candidates: &mut stages::route::Candidates,
+        candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
     ) -> Result<Reply, CallError> {
         let (id, permit) = self.choose(call, candidates, tried)?;
@@ -333,34 +334,21 @@ impl Client {
     }
 
     /// Picks the next endpoint (excluding `tried`, and endpoints whose breaker is open)
-    /// and records it as tried. When the rotation changed under the call (its set was
-    /// forgotten), routes again once on the new one.
+    /// and records it as tried.
     fn choose(
         &self,
         call: &Call<'_>,
-        candidates: &mut stages::route::Candidates,
+        candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
     ) -> Result<(u32, Permit), CallError> {
-        let pick = |candidates: &stages::route::Candidates, tried: &mut Vec<u32>| {
-            stages::select::pick(
-                &self.registry,
-                call.svc,
-                &call.policy.selector,
-                candidates,
-                tried,
-                call.options,
-            )
-        };
-        let (id, permit) = match pick(candidates, tried) {
-            Err(CallError::NoEndpoint { .. })
-                if call.svc.rotation.load().generation != candidates.generation =>
-            {
-                *candidates =
-                    stages::route::candidates(call.svc, call.policy, call.method, call.options)?;
-                pick(candidates, tried)?
-            }
-            other => other?,
-        };
+        let (id, permit) = stages::select::pick(
+            &self.registry,
+            call.svc,
+            &call.policy.selector,
+            candidates,
+            tried,
+            call.options,
+        )?;
         tried.push(id);
         Ok((id, permit))
     }
@@ -379,9 +367,10 @@ impl Client {
         let result =
             stages::send::send(&ep, call, call.deadline.saturating_duration_since(now)).await;
         if stages::feedback::finished(&call.policy.selector, &ep, permit, started, &result) {
+            // Rare (once per endpoint going down): out of rotation before the next pick.
+            self.registry.publish();
             self.registry
                 .event(&ep, crate::health::HealthChange::Unreachable);
-            self.registry.changed.notify_one();
         }
         result
     }
@@ -392,7 +381,7 @@ impl Client {
     async fn hedged(
         &self,
         call: &Call<'_>,
-        candidates: &mut stages::route::Candidates,
+        candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
         delay: Duration,
     ) -> Result<Reply, CallError> {
@@ -462,10 +451,29 @@ impl Client {
     /// instances), by plugin name.
     pub fn plugin_stats(&self) -> Vec<(String, crate::plugin::StatsSnapshot)> {
         self.registry
+            .loadout
+            .load()
             .plugins
             .iter()
-            .map(|(name, p)| (name.clone(), p.stats.snapshot()))
+            .map(|(name, (_, p))| (name.clone(), p.stats.snapshot()))
             .collect()
+    }
+
+    /// Hot-swap to the plugins and slots of `manifest` (see [`loadout`]): new or changed
+    /// plugins are loaded through `host`'s cache, configured and self-checked before any
+    /// call reaches them; on an error nothing changes and the error says why. Returns
+    /// what was loaded and what kept running.
+    pub fn swap(
+        &self,
+        host: &PluginHost,
+        manifest: crate::manifest::Manifest,
+    ) -> anyhow::Result<loadout::LoadoutChange> {
+        self.registry.swap(host, manifest)
+    }
+
+    /// The manifest the client's plugins come from now.
+    pub fn manifest(&self) -> Arc<crate::manifest::Manifest> {
+        self.registry.loadout.load().manifest.clone()
     }
 
     /// Every service's endpoints as this client sees them: health, rotation, facts.

@@ -4,10 +4,10 @@
 //! health verdicts), and every change is published to the plugins as a new versioned
 //! endpoint table holding the endpoints in rotation, with their effective weights.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use arc_swap::ArcSwap;
 
 use crate::facts::{EndpointCell, FactsTable};
@@ -18,11 +18,10 @@ use crate::health::rotation::{self, Cap};
 use crate::health::{EndpointHealth, HealthChange, HealthEvent};
 use crate::manifest::{EndpointSpec, Manifest};
 use crate::plugin::bindings::wit;
-use crate::plugin::kinds::health_scorer::HealthScorerPlugin;
-use crate::plugin::kinds::router::RouterPlugin;
 use crate::plugin::kinds::selector::SelectorPlugin;
-use crate::plugin::kinds::serializer::SerializerPlugin;
-use crate::plugin::{LoadedPlugin, Plugin, PluginHost};
+use crate::plugin::PluginHost;
+
+use super::loadout::{Loadout, LoadoutChange, ServiceSlots};
 use crate::transport::endpoint::EndpointLink;
 use crate::transport::Keepalive;
 use crate::wire::Limits;
@@ -112,7 +111,8 @@ impl Rotation {
 /// or the one its governance names).
 pub struct MethodPolicy {
     pub governance: Governance,
-    pub breaker: Breaker,
+    /// Kept across swaps while its thresholds stay the same.
+    pub breaker: Arc<Breaker>,
     pub selector: Arc<SelectorPlugin>,
 }
 
@@ -126,44 +126,64 @@ impl ServiceState {
         if let Some(p) = self.policies.load().get(method) {
             return p.clone();
         }
-        let governance = self.manifest.governance(&self.name, method);
-        let breaker = Breaker::new(
-            format!("{}/{method}", self.name),
-            BreakerConfig::from(&governance),
-        );
-        let selector = self
-            .selectors
-            .get(&governance.selector)
-            .cloned()
-            .unwrap_or_else(|| self.selector.clone());
-        let p = Arc::new(MethodPolicy {
-            governance,
-            breaker,
-            selector,
-        });
+        let p = self.resolve(&self.slots.load(), method, None);
         let mut next = rustc_hash::FxHashMap::clone(&self.policies.load());
         next.insert(method.to_string(), p.clone());
         self.policies.store(Arc::new(next));
         p
+    }
+
+    fn resolve(
+        &self,
+        slots: &ServiceSlots,
+        method: &str,
+        previous: Option<&MethodPolicy>,
+    ) -> Arc<MethodPolicy> {
+        let governance = slots.manifest.governance(&self.name, method);
+        let config = BreakerConfig::from(&governance);
+        let breaker = match previous {
+            Some(p) if BreakerConfig::from(&p.governance) == config => p.breaker.clone(),
+            _ => Arc::new(Breaker::new(format!("{}/{method}", self.name), config)),
+        };
+        let selector = slots
+            .selectors
+            .get(&governance.selector)
+            .cloned()
+            .unwrap_or_else(|| slots.selector.clone());
+        Arc::new(MethodPolicy {
+            governance,
+            breaker,
+            selector,
+        })
+    }
+
+    /// Takes new slots: every known method's policy is resolved again at once (so no
+    /// call after the swap uses the old selector), keeping breakers whose thresholds
+    /// did not change.
+    fn swap_slots(&self, slots: Arc<ServiceSlots>) {
+        let _creating = self.creating.lock().unwrap_or_else(|e| e.into_inner());
+        let next = self
+            .policies
+            .load()
+            .iter()
+            .map(|(method, old)| (method.clone(), self.resolve(&slots, method, Some(old))))
+            .collect();
+        self.slots.store(slots);
+        self.policies.store(Arc::new(next));
     }
 }
 
 /// One service as the client holds it.
 pub struct ServiceState {
     pub name: String,
-    /// The manifest's governance tiers (resolved per method on first use).
-    pub manifest: Arc<Manifest>,
     /// Per method: effective governance, breaker and selector. Read on every call without
-    /// a lock; written (copy-on-write, under `creating`) once per method.
+    /// a lock; written (copy-on-write, under `creating`) once per method, and on a swap.
     pub policies: ArcSwap<rustc_hash::FxHashMap<String, Arc<MethodPolicy>>>,
     pub creating: Mutex<()>,
     /// Retries of all this service's calls share one budget.
     pub budget: RetryBudget,
-    pub serializer: Option<Arc<SerializerPlugin>>,
-    pub selector: Arc<SelectorPlugin>,
-    /// Every loaded selector by name, for methods whose governance names one.
-    pub selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>>,
-    pub routers: Vec<Arc<RouterPlugin>>,
+    /// The plugins in this service's slots (replaced whole by a swap).
+    pub slots: ArcSwap<ServiceSlots>,
     /// The service's endpoint ids, as discovery gives them.
     pub members: ArcSwap<Vec<u32>>,
     /// The ones selection may use now.
@@ -223,18 +243,11 @@ struct Published {
 }
 
 pub struct Registry {
-    /// Kept for their counters (and so plugins live as long as the client).
-    pub plugins: BTreeMap<String, LoadedPlugin>,
+    /// The plugins and which slots they fill (replaced whole by a swap).
+    pub loadout: ArcSwap<Loadout>,
     /// By endpoint id (ids are the plugin host's, so this may have holes).
     endpoints: ArcSwap<Vec<Option<Arc<Endpoint>>>>,
     pub services: rustc_hash::FxHashMap<String, Arc<ServiceState>>,
-    /// Serializers by the content type they write, to decode responses.
-    pub serializers: HashMap<String, Arc<SerializerPlugin>>,
-    /// Every loaded selector, by name.
-    selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>>,
-    routers: Vec<Arc<RouterPlugin>>,
-    /// The health-scorer slot (none: health comes from connects and heartbeats only).
-    pub scorer: Option<Arc<HealthScorerPlugin>>,
     /// Health settings (global tier).
     pub health: crate::health::Settings,
     facts: Arc<FactsTable>,
@@ -255,105 +268,20 @@ impl Registry {
         let global = manifest.governance("", "");
         let mut per_service = manifest.endpoints.clone();
         per_service.extend(config.endpoints.clone());
-
-        // Only the plugins the services' slots name are loaded.
-        let mut wanted = BTreeSet::new();
-        for service in per_service.keys() {
-            let slots = manifest.slots_for(service);
-            wanted.extend(slots.serializer.clone());
-            wanted.extend(slots.selector.clone());
-            wanted.extend(slots.routers.clone().unwrap_or_default());
-        }
-        wanted.extend(manifest.slots_for("").health_scorer);
-        let layers = std::iter::once(&manifest.governance)
-            .chain(manifest.service_governance.values())
-            .chain(manifest.method_governance.values());
-        wanted.extend(
-            layers
-                .filter_map(|l| l.selector.clone())
-                .filter(|n| !n.is_empty()),
-        );
-        let mut plugins = BTreeMap::new();
-        for name in wanted {
-            let spec = manifest
-                .plugins
-                .get(&name)
-                .with_context(|| format!("{}: no plugin `{name}`", manifest.file))?;
-            plugins.insert(name.clone(), host.load(spec)?);
-        }
-
-        let mut serializers = HashMap::new();
-        for p in plugins.values() {
-            if let Plugin::Serializer(s) = &p.plugin {
-                serializers.insert(s.content_type().to_string(), s.clone());
-            }
-        }
-        let selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>> = Arc::new(
-            plugins
-                .iter()
-                .filter_map(|(name, p)| match &p.plugin {
-                    Plugin::Selector(s) => Some((name.clone(), s.clone())),
-                    _ => None,
-                })
-                .collect(),
-        );
-        let all_routers: Vec<Arc<RouterPlugin>> = plugins
-            .values()
-            .filter_map(|p| match &p.plugin {
-                Plugin::Router(r) => Some(r.clone()),
-                _ => None,
-            })
-            .collect();
-        // One scorer per client: the global slot (a service may not judge the same
-        // endpoint differently from another).
-        let scorer = match manifest
-            .slots_for("")
-            .health_scorer
-            .as_ref()
-            .and_then(|n| plugins.get(n))
-            .map(|p| &p.plugin)
-        {
-            Some(Plugin::HealthScorer(h)) => Some(h.clone()),
-            _ => None,
-        };
+        let names: BTreeSet<String> = per_service.keys().cloned().collect();
+        let (loadout, _) = Loadout::build(host, manifest.clone(), &names, None)?;
 
         let mut services = rustc_hash::FxHashMap::default();
-        for service in per_service.keys() {
-            let slots = manifest.slots_for(service);
-            let pick = |name: &Option<String>| name.as_ref().and_then(|n| plugins.get(n));
-            let selector = match pick(&slots.selector).map(|p| &p.plugin) {
-                Some(Plugin::Selector(s)) => s.clone(),
-                _ => bail!(
-                    "{}: service `{service}` has no selector: set [slots] selector or [services.{service}.slots] selector",
-                    manifest.file
-                ),
-            };
-            let serializer = match pick(&slots.serializer).map(|p| &p.plugin) {
-                Some(Plugin::Serializer(s)) => Some(s.clone()),
-                _ => None,
-            };
-            let routers = slots
-                .routers
-                .iter()
-                .flatten()
-                .filter_map(|n| match plugins.get(n).map(|p| &p.plugin) {
-                    Some(Plugin::Router(r)) => Some(r.clone()),
-                    _ => None,
-                })
-                .collect();
+        for service in &names {
             let g = manifest.governance(service, "");
             services.insert(
                 service.clone(),
                 Arc::new(ServiceState {
                     name: service.clone(),
-                    manifest: manifest.clone(),
                     policies: ArcSwap::from_pointee(rustc_hash::FxHashMap::default()),
                     creating: Mutex::new(()),
                     budget: RetryBudget::new(g.retry_budget_ratio, g.retry_budget_min_per_s),
-                    serializer,
-                    selector,
-                    selectors: selectors.clone(),
-                    routers,
+                    slots: ArcSwap::new(loadout.services[service].clone()),
                     members: ArcSwap::from_pointee(Vec::new()),
                     rotation: ArcSwap::from_pointee(Rotation {
                         generation: 0,
@@ -370,13 +298,9 @@ impl Registry {
             );
         }
         let registry = Registry {
-            plugins,
+            loadout: ArcSwap::from_pointee(loadout),
             endpoints: ArcSwap::from_pointee(Vec::new()),
             services,
-            serializers,
-            selectors,
-            routers: all_routers,
-            scorer,
             health: crate::health::Settings::from(&global),
             facts: host.facts().clone(),
             limits: config.limits,
@@ -391,6 +315,27 @@ impl Registry {
             registry.set_endpoints(&service, list)?;
         }
         Ok(registry)
+    }
+
+    /// Hot-swap: resolves `manifest` (loading, configuring and self-checking only the
+    /// plugins that are new or changed, off the hot path), gives the new plugins the
+    /// current endpoint table and candidate sets, then switches every service at once.
+    /// Calls in flight finish on the plugins they started with. On any error nothing
+    /// changes. Services and endpoints stay as they are (discovery owns those).
+    pub fn swap(&self, host: &PluginHost, manifest: Manifest) -> anyhow::Result<LoadoutChange> {
+        let names: BTreeSet<String> = self.services.keys().cloned().collect();
+        let (loadout, change) =
+            Loadout::build(host, Arc::new(manifest), &names, Some(&self.loadout.load()))?;
+        let loadout = Arc::new(loadout);
+        let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        // The new selectors and routers get the table and the sets before any call can
+        // reach them.
+        self.publish_with(&mut published, &loadout, true);
+        self.loadout.store(loadout.clone());
+        for (name, svc) in &self.services {
+            svc.swap_slots(loadout.services[name].clone());
+        }
+        Ok(change)
     }
 
     pub fn service(&self, name: &str) -> Result<Arc<ServiceState>, CallError> {
@@ -475,6 +420,12 @@ impl Registry {
     }
 
     fn publish_locked(&self, published: &mut Published) {
+        self.publish_with(published, &self.loadout.load(), false);
+    }
+
+    /// Publishes to `loadout`'s plugins; `force`: push the table even if it did not change
+    /// (plugins that have never seen it are about to go live).
+    fn publish_with(&self, published: &mut Published, loadout: &Loadout, force: bool) {
         let endpoints = self.endpoints.load();
         let get = |id: u32| endpoints.get(id as usize).and_then(Option::as_ref);
         let mut in_table = BTreeSet::new();
@@ -504,7 +455,8 @@ impl Registry {
                 }
             })
             .collect();
-        let table_changed = published.version == 0
+        let table_changed = force
+            || published.version == 0
             || entries.len() != published.entries.len()
             || entries.iter().zip(&published.entries).any(|(new, old)| {
                 new.id != old.id
@@ -519,10 +471,10 @@ impl Registry {
                 version: published.version,
                 endpoints: entries,
             });
-            for s in self.selectors.values() {
+            for s in loadout.selectors.values() {
                 s.endpoints_changed(table.clone());
             }
-            for r in &self.routers {
+            for r in &loadout.routers {
                 r.endpoints_changed(table.clone());
             }
         }
@@ -531,7 +483,7 @@ impl Registry {
             if !table_changed && *svc.rotation.load().members == *admitted {
                 continue;
             }
-            let sets = self
+            let sets = loadout
                 .selectors
                 .values()
                 .map(|s| (s.id(), s.intern_set(&admitted)))

@@ -141,6 +141,19 @@ impl Breaker {
         }
     }
 
+    /// Closes the breaker with a clean record: the health monitor's probe showed the
+    /// endpoint answering again, which is what half-open probes would have found out.
+    pub fn reset(&self) {
+        let mut s = self.lock();
+        s.mode = Mode::Closed;
+        s.window_start = Instant::now();
+        s.failures = 0;
+        s.slow = 0;
+        self.consecutive.store(0, Relaxed);
+        self.total.store(0, Relaxed);
+        self.closed.store(true, Relaxed);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }

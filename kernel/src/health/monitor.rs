@@ -37,25 +37,37 @@ async fn heartbeats(registry: Weak<Registry>, settings: Settings) {
             return;
         };
         let endpoints = reg.all_endpoints();
-        let rounds = endpoints.iter().map(|ep| check(&reg, ep, settings));
-        let changed = futures::future::join_all(rounds).await;
-        if changed.into_iter().any(|c| c) {
-            reg.changed.notify_one();
+        let rounds = endpoints.iter().map(|ep| check(ep, settings));
+        let changes = futures::future::join_all(rounds).await;
+        announce(&reg, &endpoints, changes);
+    }
+}
+
+/// Publishes the new rotation, then tells subscribers: whoever hears of a change finds the
+/// rotation already reflecting it.
+fn announce(reg: &Registry, endpoints: &[Arc<Endpoint>], changes: Vec<Option<HealthChange>>) {
+    if changes.iter().all(Option::is_none) {
+        return;
+    }
+    reg.publish();
+    for (ep, change) in endpoints.iter().zip(changes) {
+        if let Some(change) = change {
+            reg.event(ep, change);
         }
     }
 }
 
-/// One endpoint's heartbeat or probe; returns whether its standing changed.
-async fn check(reg: &Registry, ep: &Endpoint, settings: Settings) -> bool {
+/// One endpoint's heartbeat or probe; returns the change in its standing, if any.
+async fn check(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
     let status = ep.health.status();
     let sleep_over = status
         .removed_at
         .is_some_and(|at| at.elapsed() >= settings.readmit_sleep);
     if status.unreachable || sleep_over {
-        return probe(reg, ep, settings).await;
+        return probe(ep, settings).await;
     }
     if status.removed_at.is_some() {
-        return false;
+        return None;
     }
     if let Some(conn) = ep.link.current() {
         let answer = conn.heartbeat(settings.heartbeat_timeout).await;
@@ -73,26 +85,25 @@ async fn check(reg: &Registry, ep: &Endpoint, settings: Settings) -> bool {
         });
         if lost {
             conn.close();
-            reg.event(ep, HealthChange::Unreachable);
+            return Some(HealthChange::Unreachable);
         }
-        return lost;
+        return None;
     }
     if ep.link.lost() {
         // The connection went away (the endpoint closed it, or died): can it be dialled?
         if let Err(e) = ep.link.connection().await {
             tracing::debug!(endpoint = ep.id, "redial after a lost connection: {e}");
             if ep.health.mark_unreachable() {
-                reg.event(ep, HealthChange::Unreachable);
-                return true;
+                return Some(HealthChange::Unreachable);
             }
         }
     }
-    false
+    None
 }
 
 /// Dial (if needed) and heartbeat: success re-admits the endpoint with a clean record;
 /// failure keeps it out (a removed endpoint sleeps again).
-async fn probe(reg: &Registry, ep: &Endpoint, settings: Settings) -> bool {
+async fn probe(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
     let answer = match ep.link.connection().await {
         Ok(conn) => conn.heartbeat(settings.heartbeat_timeout).await.map(|_| ()),
         Err(e) => Err(e),
@@ -101,9 +112,9 @@ async fn probe(reg: &Registry, ep: &Endpoint, settings: Settings) -> bool {
         Ok(()) => {
             ep.cell.fresh_start();
             ep.cell.set_health_permille(1000);
+            ep.breaker.reset();
             ep.health.update(|s| *s = Status::default());
-            reg.event(ep, HealthChange::Readmitted);
-            true
+            Some(HealthChange::Readmitted)
         }
         Err(e) => {
             tracing::debug!(endpoint = ep.id, "probe failed: {e}");
@@ -112,7 +123,7 @@ async fn probe(reg: &Registry, ep: &Endpoint, settings: Settings) -> bool {
                     s.removed_at = Some(Instant::now());
                 }
             });
-            false
+            None
         }
     }
 }
@@ -128,25 +139,35 @@ async fn scoring(registry: Weak<Registry>, changed: Arc<tokio::sync::Notify>, se
         let Some(reg) = registry.upgrade() else {
             return;
         };
-        if let Some(scorer) = &reg.scorer {
-            for ep in reg.all_endpoints() {
-                judge(&reg, scorer, &ep, settings);
+        let endpoints = reg.all_endpoints();
+        let scorer = reg.loadout.load().scorer.clone();
+        let changes = match &scorer {
+            Some(scorer) => endpoints
+                .iter()
+                .map(|ep| judge(scorer, ep, settings))
+                .collect(),
+            None => Vec::new(),
+        };
+        // Publish on every tick: weights drift, and a refused connect seen on the call
+        // path (which woke this task) changed the rotation.
+        reg.publish();
+        for (ep, change) in endpoints.iter().zip(changes) {
+            if let Some(change) = change {
+                reg.event(ep, change);
             }
         }
-        reg.publish();
     }
 }
 
 /// Asks the scorer about one reachable, not removed endpoint and applies its verdict.
 fn judge(
-    reg: &Registry,
     scorer: &crate::plugin::kinds::health_scorer::HealthScorerPlugin,
     ep: &Endpoint,
     settings: Settings,
-) {
+) -> Option<HealthChange> {
     let status = ep.health.status();
     if status.unreachable || status.removed_at.is_some() {
-        return;
+        return None;
     }
     let w = ep.cell.window();
     let facts = ep.cell.snapshot();
@@ -168,10 +189,7 @@ fn judge(
     };
     let verdict = scorer.score(&stats, previous).verdict;
     ep.cell.set_health_permille(verdict.weight_permille);
-    let change = ep.health.update(|s| apply(s, verdict, settings));
-    if let Some(change) = change {
-        reg.event(ep, change);
-    }
+    ep.health.update(|s| apply(s, verdict, settings))
 }
 
 /// Applies a verdict to a record; returns the change worth an event.

@@ -64,6 +64,9 @@ pub struct LoadReport {
     pub instantiate: Duration,
     /// Instances running.
     pub instances: u32,
+    /// BLAKE3 of the component's bytes (to notice a rebuilt file).
+    #[serde(skip)]
+    pub digest: [u8; 32],
 }
 
 /// A loaded plugin of any kind (shared: one plugin may fill slots of many services).
@@ -289,6 +292,7 @@ impl PluginHost {
             compile: loaded.elapsed,
             instantiate,
             instances: spec.instances,
+            digest: *blake3::hash(&bytes).as_bytes(),
         };
         Ok((instances, report))
     }

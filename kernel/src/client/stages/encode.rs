@@ -12,7 +12,8 @@ use crate::plugin::kinds::serializer::Value;
 /// Encodes a request value with the service's serializer; returns the bytes and their
 /// content type.
 pub fn encode(svc: &Arc<ServiceState>, value: &Value) -> Result<(Bytes, String), CallError> {
-    let serializer = svc.serializer.as_ref().ok_or_else(|| {
+    let slots = svc.slots.load();
+    let serializer = slots.serializer.as_ref().ok_or_else(|| {
         CallError::Encode(format!(
             "service `{}` has no serializer: set [slots] serializer, or call with raw bytes",
             svc.name
@@ -26,7 +27,8 @@ pub fn encode(svc: &Arc<ServiceState>, value: &Value) -> Result<(Bytes, String),
 
 /// Decodes a response with the serializer of its content type.
 pub fn decode(registry: &Registry, reply: &Reply) -> Result<Value, CallError> {
-    let serializer = registry
+    let loadout = registry.loadout.load();
+    let serializer = loadout
         .serializers
         .get(&reply.content_type)
         .ok_or_else(|| {

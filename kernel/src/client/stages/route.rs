@@ -13,13 +13,11 @@ use crate::plugin::kinds::router::RouteRequest;
 /// Request shapes remembered per method.
 const MAX_SHAPES_PER_METHOD: usize = 256;
 
-/// The candidates of a request: the selector's set id and its members, valid for one
-/// rotation generation.
+/// The candidates of a request: the selector's set id and its members.
 #[derive(Clone)]
 pub struct Candidates {
     pub set: u32,
     pub members: Arc<[u32]>,
-    pub generation: u64,
 }
 
 /// The candidate set for this request.
@@ -42,12 +40,12 @@ pub fn candidates(
             },
         });
     }
-    if svc.routers.is_empty() {
+    let slots = svc.slots.load();
+    if slots.routers.is_empty() {
         if let Some(set) = rotation.set_in(&policy.selector) {
             return Ok(Candidates {
                 set,
                 members: rotation.members.clone(),
-                generation,
             });
         }
     }
@@ -63,7 +61,6 @@ pub fn candidates(
             return Ok(Candidates {
                 set: m.set,
                 members: m.members.clone(),
-                generation,
             });
         }
     }
@@ -74,7 +71,7 @@ pub fn candidates(
         consumer_app: app.to_string(),
     };
     let mut left = rotation.members.to_vec();
-    for router in &svc.routers {
+    for router in &slots.routers {
         left = router.route(&left, &request).endpoints;
     }
     if left.is_empty() {
@@ -116,9 +113,5 @@ pub fn candidates(
         }
         next
     });
-    Ok(Candidates {
-        set,
-        members,
-        generation,
-    })
+    Ok(Candidates { set, members })
 }

@@ -36,12 +36,10 @@ pub fn pick(
             }
             selector.intern_set(&left)
         };
-        // No answer means the set was forgotten with an older table: a new table is
-        // being published right now (selectors get it a moment before the rotation with
-        // its new sets is stored), or was published since this call routed. The
-        // candidates are still endpoints of the service, so any of them is a fine answer
-        // for this one pick (the kind's safe default: a uniform random member); a member
-        // that left the client meanwhile makes the caller route again.
+        // No answer means the set was forgotten: a new table is being published while
+        // this call holds the old rotation. The kind's safe default then picks: uniformly
+        // among the candidates not yet excluded (one that left the client meanwhile is
+        // excluded below).
         let id = match selector.select(set, options.hash_key) {
             Some(s) => s.endpoint,
             None => {
@@ -54,7 +52,7 @@ pub fn pick(
                 if left.is_empty() {
                     return Err(CallError::NoEndpoint {
                         service: svc.name.clone(),
-                        reason: "the endpoints changed during the call".into(),
+                        reason: "every endpoint was tried or has its breaker open".into(),
                     });
                 }
                 left[fastrand::usize(..left.len())]

@@ -1,0 +1,206 @@
+//! Hot-swap under load: three real providers, thousands of calls a second, and the
+//! selector changed by editing the manifest file — round-robin, then p2c-ewma, then a
+//! broken plugin (rejected: the running one stays), then weighted-random. No call fails,
+//! and after each swap the distribution follows the strategy now in the slot.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use axle::client::{CallOptions, Client, ClientConfig};
+use axle::manifest::Manifest;
+use axle::plugin::PluginHost;
+use axle::swap::{watch, SwapReport, Swapper};
+use axle_host_tests::{built_component, rt, ServeProcess};
+use bytes::Bytes;
+
+/// The embedded manifest with the flaky service at `endpoints` (address, weight), the
+/// selector slot set to `selector`, and a `broken` selector that traps.
+fn manifest_text(endpoints: &[(&str, u32)], selector: &str) -> String {
+    let base = axle::manifest::defaults::EMBEDDED_MANIFEST;
+    let mut text = String::new();
+    for line in base.lines() {
+        // Drop the embedded endpoints of `flaky` and the default selector; set our own.
+        if line.starts_with("selector = \"round-robin\"") {
+            text.push_str(&format!("selector = \"{selector}\"\n"));
+            continue;
+        }
+        text.push_str(line);
+        text.push('\n');
+    }
+    let text = text.replace(
+        "[services.flaky]\nendpoints = [\"127.0.0.1:7300\"]\n",
+        &format!(
+            "[services.flaky]\nendpoints = [{}]\n[services.flaky.governance]\nidempotent = true\n",
+            endpoints
+                .iter()
+                .map(|(a, w)| format!("{{ address = \"{a}\", weight = {w} }}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
+    assert!(
+        text.contains("weight ="),
+        "the flaky endpoints were replaced"
+    );
+    let trap = built_component("axle_fixture_trap");
+    format!(
+        "{text}\n[plugins.broken]\nkind = \"selector\"\ncomponent = {:?}\n",
+        trap.to_str().unwrap()
+    )
+}
+
+#[test]
+fn selectors_swap_under_load_with_no_failed_call() {
+    let fast = ServeProcess::start(&[]);
+    let slow1 = ServeProcess::start(&["--flaky-latency-ms", "3"]);
+    let slow2 = ServeProcess::start(&["--flaky-latency-ms", "3"]);
+    let endpoints = [
+        (&fast.addr[..], 100),
+        (&slow1.addr, 100),
+        (&slow2.addr, 600),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plugins.toml");
+    let write = |selector: &str| {
+        // Written to a temporary file and renamed, as editors and deploy tools do.
+        let tmp = dir.path().join("plugins.toml.tmp");
+        std::fs::write(&tmp, manifest_text(&endpoints, selector)).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    };
+    write("round-robin");
+
+    let host = Arc::new(PluginHost::new(Some(dir.path().join("cache"))).unwrap());
+    let runtime = rt();
+    let _enter = runtime.enter();
+    let manifest = Manifest::load(&path).unwrap();
+    let client = Client::new(&host, ClientConfig::new(manifest)).unwrap();
+    let swapper = Arc::new(Swapper::new(host, Some(path.clone()), vec![client.clone()]));
+    let (swapped, swaps) = mpsc::channel::<Result<SwapReport, String>>();
+    let _watch = watch::start(swapper, move |r| {
+        let _ = swapped.send(match r {
+            Ok(report) => Ok(report.clone()),
+            Err(e) => Err(format!("{e:#}")),
+        });
+    })
+    .unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicU64::new(0));
+    let made = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..16)
+        .map(|_| {
+            let (client, stop, failed, made) =
+                (client.clone(), stop.clone(), failed.clone(), made.clone());
+            runtime.spawn(async move {
+                while !stop.load(Relaxed) && made.load(Relaxed) < 2_000_000 {
+                    let r = client
+                        .call_raw(
+                            "flaky",
+                            "x",
+                            Bytes::from_static(b"hi"),
+                            &CallOptions::default(),
+                        )
+                        .await;
+                    made.fetch_add(1, Relaxed);
+                    if let Err(e) = r {
+                        if failed.fetch_add(1, Relaxed) < 3 {
+                            eprintln!("call failed: {e}");
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+
+    // The share of each provider over the next `n` calls.
+    let shares = |n: u64| -> [f64; 3] {
+        let count = |addr: &str| {
+            client
+                .endpoints()
+                .into_iter()
+                .find(|v| v.address == addr)
+                .map_or(0, |v| v.calls)
+        };
+        let addrs = [&fast.addr, &slow1.addr, &slow2.addr];
+        let before: Vec<u64> = addrs.iter().map(|a| count(a)).collect();
+        let start = made.load(Relaxed);
+        let until = Instant::now() + Duration::from_secs(60);
+        while made.load(Relaxed) < start + n {
+            assert!(Instant::now() < until, "the load stalled");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let after: Vec<u64> = addrs.iter().map(|a| count(a)).collect();
+        let total: u64 = after.iter().zip(&before).map(|(a, b)| a - b).sum();
+        let share = |i: usize| (after[i] - before[i]) as f64 / total.max(1) as f64;
+        [share(0), share(1), share(2)]
+    };
+    let next_swap = || {
+        swaps
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the watcher reported the swap")
+    };
+
+    let rr = shares(3_000);
+    for s in rr {
+        assert!((0.28..=0.39).contains(&s), "round-robin: {rr:?}");
+    }
+
+    write("p2c-ewma");
+    let report = next_swap().expect("p2c-ewma went live");
+    assert_eq!(report.loaded, vec!["p2c-ewma".to_string()]);
+    eprintln!("swap to p2c-ewma took {} µs", report.took_us);
+    shares(2_000); // the latency estimates settle
+    let p2c = shares(3_000);
+    assert!(p2c[0] > 0.6, "p2c-ewma favours the fast provider: {p2c:?}");
+
+    write("broken");
+    let err = next_swap().expect_err("the broken plugin is rejected");
+    assert!(err.contains("broken"), "{err}");
+    let still = shares(3_000);
+    assert!(still[0] > 0.6, "p2c-ewma still serves: {still:?}");
+
+    write("weighted-random");
+    let report = next_swap().expect("weighted-random went live");
+    eprintln!("swap to weighted-random took {} µs", report.took_us);
+    let wr = shares(4_000);
+    assert!(
+        (0.65..=0.85).contains(&wr[2]),
+        "weighted-random follows the weights 1:1:6: {wr:?}"
+    );
+
+    stop.store(true, Relaxed);
+    runtime.block_on(async {
+        for w in workers {
+            let _ = w.await;
+        }
+    });
+    assert_eq!(
+        failed.load(Relaxed),
+        0,
+        "{} of {} calls failed",
+        failed.load(Relaxed),
+        made.load(Relaxed)
+    );
+}
+
+#[test]
+fn axle_bench_swap_reports_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(axle_host_tests::axle_bin())
+        .args(["bench", "swap", "--json"])
+        .env("AXLE_CACHE_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["rounds"], 20);
+    for way in ["explicit_us", "file_us"] {
+        let v: Vec<u64> = serde_json::from_value(r[way].clone()).unwrap();
+        assert!(v[0] > 0 && v[0] <= v[1] && v[1] <= v[2], "{way}: {v:?}");
+    }
+}
