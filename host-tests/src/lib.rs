@@ -1,5 +1,7 @@
 //! Helpers shared by the black-box tests in `tests/`.
 
+pub mod etcd;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

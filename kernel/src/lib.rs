@@ -6,6 +6,8 @@
 //!
 //! - [`manifest`] — `plugins.toml`: plugins, limits, slot choices, validation.
 //! - [`plugin`] — the sandboxed plugin host and one file per plugin kind.
+//! - [`discovery`] — where providers are (static list, watched file, etcd), groups,
+//!   registration, warm-up.
 //! - [`facts`] — the per-endpoint facts the kernel measures and plugins read.
 //! - [`bench`] — `axle bench plugins`.
 //! - [`admin`] — the loopback admin endpoint (`axle stats --admin`).
@@ -13,6 +15,7 @@
 pub mod admin;
 pub mod bench;
 pub mod client;
+pub mod discovery;
 pub mod facts;
 pub mod governance;
 pub mod health;

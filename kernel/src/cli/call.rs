@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use axle::client::{CallOptions, Client, ClientConfig};
+use axle::discovery::RegistryUrl;
 use axle::manifest::{EndpointSpec, Manifest};
 use axle::payload;
 use axle::plugin::PluginHost;
@@ -32,6 +33,8 @@ pub struct Args {
     /// Mark the request as coming from outside (internal-only methods refuse it).
     #[arg(long)]
     external: bool,
+    #[command(flatten)]
+    discovery: super::discovery::Args,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -43,12 +46,38 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let json: serde_json::Value = serde_json::from_str(&args.json)
         .map_err(|e| anyhow::anyhow!("the request is not JSON: {e}"))?;
     let manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
-    let mut config = ClientConfig::new(manifest);
+    let registry = args.discovery.registry(&manifest)?;
+    // --endpoint wins; a registry other than the manifest's list is followed.
+    let discover = args.endpoints.is_empty() && registry != RegistryUrl::Static;
+    let mut config = ClientConfig::new(manifest.clone());
     if !args.endpoints.is_empty() {
         config = config.endpoints(service, args.endpoints.iter().map(EndpointSpec::new));
+    } else if discover {
+        config = config.endpoints(service, Vec::new());
     }
     let host = PluginHost::with_default_cache()?;
     let client = Client::new(&host, config)?;
+    let _follow = if discover {
+        let backend = super::discovery::open(&registry, &manifest)?;
+        let follows = args
+            .discovery
+            .follow(&manifest, &backend, &client, &[service])
+            .await?;
+        if client.admissible(service) == 0 {
+            let g = args.discovery.groups(&manifest, service);
+            eprintln!(
+                "axle: call failed: no_endpoint: no providers of `{service}` in group `{}`{} of namespace `{}` at {}",
+                g.primary,
+                g.secondary.map(|s| format!(" or `{s}`")).unwrap_or_default(),
+                args.discovery.namespace(&manifest),
+                backend.describe()
+            );
+            return Ok(ExitCode::from(2));
+        }
+        follows
+    } else {
+        Vec::new()
+    };
     let mut options = CallOptions {
         timeout: args.timeout_ms.map(Duration::from_millis),
         external: args.external,

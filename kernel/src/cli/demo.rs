@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axle::client::{CallOptions, Client, ClientConfig};
+use axle::discovery::{Instance, RegistryUrl, ServiceKey};
 use axle::manifest::{EndpointSpec, Manifest};
 use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
@@ -31,6 +32,10 @@ pub struct Args {
     concurrency: usize,
     #[command(flatten)]
     admin: super::admin::AdminArgs,
+    /// With `--registry etcd://...` the providers register there and the consumer finds
+    /// them through it (default: the consumer is handed their addresses).
+    #[command(flatten)]
+    discovery: super::discovery::Args,
 }
 
 /// Each provider's `flaky` behaviour: one fast, one medium, one slow with a tail and a few
@@ -76,10 +81,46 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         servers.push(server);
     }
     let addrs: Vec<String> = servers.iter().map(|s| s.local_addr().to_string()).collect();
-    let client = Client::new(
-        &host,
-        ClientConfig::new(manifest.clone()).endpoints("flaky", addrs.iter().map(EndpointSpec::new)),
-    )?;
+    let registry = args.discovery.registry(&manifest)?;
+    let discover = registry != RegistryUrl::Static;
+    let mut _follows = Vec::new();
+    let client = if discover {
+        // Inside-out: the providers register (after readiness), the consumer discovers.
+        let backend = super::discovery::open(&registry, &manifest)?;
+        let namespace = args.discovery.namespace(&manifest);
+        let group = args.discovery.groups(&manifest, "flaky").primary;
+        let key = ServiceKey::new(&namespace, "flaky", &group)?;
+        for server in &mut servers {
+            let instance = Instance::new(server.local_addr().to_string());
+            server
+                .register(
+                    backend.as_ref(),
+                    std::slice::from_ref(&key),
+                    instance,
+                    Duration::from_millis(manifest.discovery.ready_timeout_ms),
+                )
+                .await?;
+        }
+        let client = Client::new(
+            &host,
+            ClientConfig::new(manifest.clone()).endpoints("flaky", Vec::new()),
+        )?;
+        _follows = args
+            .discovery
+            .follow(&manifest, &backend, &client, &["flaky"])
+            .await?;
+        println!(
+            "axle demo: providers registered at {} as {key}; the consumer follows it",
+            backend.describe()
+        );
+        client
+    } else {
+        Client::new(
+            &host,
+            ClientConfig::new(manifest.clone())
+                .endpoints("flaky", addrs.iter().map(EndpointSpec::new)),
+        )?
+    };
     println!(
         "axle demo: 3 providers on {}; selector `{}`, serializer `{}`, {} in the path",
         addrs.join(", "),

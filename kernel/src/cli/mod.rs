@@ -6,6 +6,7 @@ pub mod call;
 pub mod check;
 pub mod config;
 pub mod demo;
+pub mod discovery;
 pub mod serve;
 pub mod stats;
 pub mod swap;

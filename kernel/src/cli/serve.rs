@@ -1,10 +1,15 @@
 //! `axle serve`: hosts the built-in services (echo, flaky, kv) through the provider
 //! pipeline, until SIGTERM or Ctrl-C, then stops outside-in.
+//!
+//! With a registry that takes registrations (`--registry etcd://...`) it starts
+//! inside-out: plugins loaded, listening, ready (`--ready-delay-ms` stands in for an
+//! application's warm-up), then registered — one `registered KEY` line per service.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use axle::discovery::{BackendOptions, Instance, RegistryUrl, ServiceKey};
 use axle::manifest::Manifest;
 use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
@@ -46,6 +51,43 @@ pub struct Args {
     drain_ms: u64,
     #[command(flatten)]
     admin: super::admin::AdminArgs,
+    /// Register with this registry: `etcd://HOST:PORT[,HOST:PORT]` (default: the
+    /// manifest's [discovery] registry; `static` and `file:` registries list providers
+    /// instead, so nothing is registered with them).
+    #[arg(long)]
+    registry: Option<String>,
+    /// The discovery namespace (environment) (default: [discovery] namespace).
+    #[arg(long)]
+    namespace: Option<String>,
+    /// The group to register in (default: [discovery] group).
+    #[arg(long)]
+    group: Option<String>,
+    /// The weight consumers give this provider once warm.
+    #[arg(long, default_value_t = axle::manifest::defaults::ENDPOINT_WEIGHT)]
+    weight: u32,
+    /// A tag `key=value` consumers' routers see (repeatable).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// The zone this provider runs in (also a `zone` tag).
+    #[arg(long)]
+    zone: Option<String>,
+    /// This provider's version (also a `version` tag).
+    #[arg(long)]
+    app_version: Option<String>,
+    /// Advertise this warm-up period (ms) to consumers (default: theirs).
+    #[arg(long)]
+    warmup_ms: Option<u64>,
+    /// Lease time-to-live of the registration (s) (default: [discovery] lease-ttl-s).
+    #[arg(long)]
+    lease_ttl_s: Option<u64>,
+    /// The address consumers dial (default: the listening address; required when
+    /// listening on 0.0.0.0 or [::]).
+    #[arg(long)]
+    advertise: Option<String>,
+    /// Wait this long after listening before the service counts as ready (a stand-in for
+    /// an application's own warm-up; registration waits for it).
+    #[arg(long, default_value_t = 0)]
+    ready_delay_ms: u64,
 }
 
 fn flaky(base: FlakyConfig, a: &Args) -> FlakyConfig {
@@ -65,8 +107,56 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     flaky
         .validate()
         .map_err(|e| anyhow::anyhow!("--flaky-*: {e}"))?;
+    let registry = match &args.registry {
+        Some(url) => RegistryUrl::parse(url)?,
+        None => manifest.discovery.registry.clone(),
+    };
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| manifest.discovery.namespace.clone());
+    let group = args
+        .group
+        .clone()
+        .unwrap_or_else(|| manifest.discovery.groups.primary.clone());
+    let mut instance = Instance::new("");
+    instance.weight = args.weight;
+    instance.zone = args.zone.clone();
+    instance.version = args.app_version.clone();
+    instance.warmup_ms = args.warmup_ms;
+    for tag in &args.tags {
+        let (k, v) = tag
+            .split_once('=')
+            .filter(|(k, _)| !k.is_empty())
+            .ok_or_else(|| anyhow::anyhow!("--tag takes key=value, got `{tag}`"))?;
+        instance.tags.insert(k.to_string(), v.to_string());
+    }
+    if let Some(ttl) = args.lease_ttl_s {
+        anyhow::ensure!(
+            (1..=3600).contains(&ttl),
+            "--lease-ttl-s must be 1..=3600 (got {ttl})"
+        );
+    }
+    // The registry is opened (and a bad one refused) before anything listens.
+    let backend = match &registry {
+        RegistryUrl::Etcd(_) => {
+            let mut options = BackendOptions::from_manifest(&manifest);
+            if let Some(ttl) = args.lease_ttl_s {
+                options.lease_ttl = Duration::from_secs(ttl);
+            }
+            Some(axle::discovery::open(&registry, options)?)
+        }
+        _ => None,
+    };
     let host = std::sync::Arc::new(PluginHost::with_default_cache()?);
-    let builder = ServerBuilder::new().with_manifest(&host, &manifest)?;
+    let mut builder = ServerBuilder::new().with_manifest(&host, &manifest)?;
+    if args.ready_delay_ms > 0 {
+        let delay = Duration::from_millis(args.ready_delay_ms);
+        builder = builder.readiness(async move {
+            tokio::time::sleep(delay).await;
+            Ok(())
+        });
+    }
     let mut builder = services::register(builder, flaky);
     if let Some(max) = args.max_frame_bytes {
         builder = builder.limits(axle::wire::Limits {
@@ -78,7 +168,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .listen
         .or(manifest.serve.listen.clone())
         .unwrap_or_else(|| axle::manifest::defaults::LISTEN.to_string());
-    let server = builder
+    let mut server = builder
         .bind(&listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
@@ -109,6 +199,44 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             let _ = writeln!(out, "admin on {}", a.local_addr());
         }
         let _ = out.flush();
+    }
+    use std::io::Write;
+    if let RegistryUrl::Etcd(_) = registry {
+        instance.address = match &args.advertise {
+            Some(a) => {
+                axle::discovery::check_address(a)
+                    .map_err(|e| anyhow::anyhow!("--advertise: {e}"))?;
+                a.clone()
+            }
+            None if server.local_addr().ip().is_unspecified() => anyhow::bail!(
+                "listening on {}: say which address consumers dial with --advertise HOST:PORT",
+                server.local_addr()
+            ),
+            None => server.local_addr().to_string(),
+        };
+        let Some(backend) = &backend else {
+            anyhow::bail!("no registry backend for {registry:?}");
+        };
+        let keys = server
+            .services()
+            .iter()
+            .map(|s| ServiceKey::new(&namespace, s, &group))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ready_timeout = Duration::from_millis(manifest.discovery.ready_timeout_ms);
+        // Start inside-out: ready first, then visible. A stop signal meanwhile stops.
+        let registered = tokio::select! {
+            r = server.register(backend.as_ref(), &keys, instance, ready_timeout) => r?,
+            _ = wait_for_stop() => {
+                server.shutdown(Duration::from_millis(args.drain_ms)).await;
+                return Ok(ExitCode::SUCCESS);
+            }
+        };
+        for key in registered {
+            println!("registered {key}");
+        }
+        let _ = std::io::stdout().flush();
+    } else if args.registry.is_some() {
+        tracing::info!("{registry:?} lists providers; nothing to register with it");
     }
     wait_for_stop().await;
     tracing::info!("stopping: draining requests in flight");

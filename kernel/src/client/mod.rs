@@ -109,6 +109,22 @@ impl Client {
         self.registry.set_endpoints(service, endpoints)
     }
 
+    /// Sets the warm-up factor (per mille, 1000 = warmed up) of endpoints by address,
+    /// then republishes the table if an effective weight moved (discovery computes the
+    /// factors from each provider's start time; the kernel folds them into the weight).
+    pub fn set_warmups(&self, warmups: &[(String, u32)]) {
+        if warmups.is_empty() {
+            return;
+        }
+        for ep in self.registry.all_endpoints() {
+            let spec = ep.spec.load();
+            if let Some((_, permille)) = warmups.iter().find(|(a, _)| *a == spec.address) {
+                ep.cell.set_warmup_permille(*permille);
+            }
+        }
+        self.registry.publish();
+    }
+
     /// How many endpoints of `service` selection may use now (0 also for an unknown
     /// service).
     pub fn admissible(&self, service: &str) -> usize {

@@ -92,3 +92,39 @@ pub const ENDPOINT_WEIGHT: u32 = 100;
 
 /// Where `axle serve` listens when `--listen` is not given.
 pub const LISTEN: &str = "127.0.0.1:7300";
+
+/// Where providers are found when neither `--registry` nor `[discovery] registry` says:
+/// the manifest's own endpoint lists (needs nothing installed).
+pub const REGISTRY: &str = "static";
+
+/// The discovery namespace (environment): namespaces are separate key spaces.
+pub const NAMESPACE: &str = "default";
+
+/// The discovery group of a provider, and the primary group of a consumer.
+pub const GROUP: &str = "default";
+
+/// Lease time-to-live of a registration, in seconds: a provider killed with no chance to
+/// deregister disappears from consumers within this (keepalives go every third of it).
+pub const LEASE_TTL_S: u64 = 10;
+
+/// How often a consumer re-lists its providers even while the watch is quiet, in ms
+/// ("push and pull, pull is the truth": a missed event is repaired within this).
+pub const RESYNC_MS: u64 = 5_000;
+
+/// How often a `file:` registry is checked for changes, in ms.
+pub const FILE_POLL_MS: u64 = 500;
+
+/// How long a new provider's weight ramps up linearly from its start time, in ms, when
+/// the provider does not advertise its own (Dubbo ramps over 10 minutes for a JVM's JIT;
+/// a native provider needs less: caches and connection pools).
+pub const WARMUP_MS: u64 = 60_000;
+
+/// How long `axle serve` waits for the application's readiness hook before giving up
+/// instead of registering, in ms.
+pub const READY_TIMEOUT_MS: u64 = 30_000;
+
+/// A stopping provider waits until no request has arrived for this long (within its drain
+/// timeout) before it exits: requests sent before the caller read the goaway then get a
+/// `shutting_down` answer, which callers fail over from, instead of a connection reset,
+/// which they may not (the request may have run). Several round trips on a LAN.
+pub const DRAIN_QUIET: std::time::Duration = std::time::Duration::from_millis(250);

@@ -155,6 +155,8 @@ pub struct Manifest {
     pub service_governance: BTreeMap<String, crate::governance::Layer>,
     /// `[services.<s>.methods.<m>]`: the method tier.
     pub method_governance: BTreeMap<(String, String), crate::governance::Layer>,
+    /// `[discovery]` and `[services.<s>.discovery]`: registry, namespace, groups, timings.
+    pub discovery: crate::discovery::DiscoveryConfig,
 }
 
 // ---- raw, as written -------------------------------------------------------------------
@@ -172,6 +174,8 @@ struct RawManifest {
     plugins: BTreeMap<String, RawPlugin>,
     #[serde(default)]
     services: BTreeMap<String, RawService>,
+    #[serde(default)]
+    discovery: crate::discovery::config::RawDiscovery,
 }
 
 #[derive(Deserialize, Default)]
@@ -203,6 +207,7 @@ struct RawService {
     slots: RawSlots,
     #[serde(default)]
     endpoints: Vec<RawEndpoint>,
+    discovery: Option<crate::discovery::config::RawServiceDiscovery>,
 }
 
 #[derive(Deserialize)]
@@ -313,6 +318,14 @@ impl Manifest {
         if let Err(reason) = raw.serve.flaky.validate() {
             return Err(err("serve.flaky", reason));
         }
+        let service_discovery: BTreeMap<_, _> = raw
+            .services
+            .iter()
+            .filter_map(|(name, s)| s.discovery.clone().map(|d| (name.clone(), d)))
+            .collect();
+        let discovery =
+            crate::discovery::DiscoveryConfig::from_raw(raw.discovery, &service_discovery)
+                .map_err(|(key, reason)| err(&key, reason))?;
         let serve = ServeSpec {
             listen: raw.serve.listen,
             flaky: raw.serve.flaky,
@@ -509,6 +522,7 @@ impl Manifest {
             governance: raw.governance,
             service_governance,
             method_governance,
+            discovery,
         })
     }
 

@@ -51,7 +51,12 @@ pub struct ServerBuilder {
     serializers: HashMap<String, Arc<SerializerPlugin>>,
     limits: Limits,
     manifest: Option<Arc<crate::manifest::Manifest>>,
+    /// The application's readiness hook (see [`ServerBuilder::readiness`]).
+    ready: Option<Readiness>,
 }
+
+/// Resolves when the application is ready to take traffic (`Err`: it never will be).
+pub type Readiness = BoxFuture<'static, Result<(), String>>;
 
 impl ServerBuilder {
     pub fn new() -> Self {
@@ -101,6 +106,17 @@ impl ServerBuilder {
         self
     }
 
+    /// The application's readiness hook: registration in discovery waits for it (delayed
+    /// exposure — start inside-out: plugins loaded, caches warm, then callers find us).
+    /// Without one the server is ready once bound.
+    pub fn readiness(
+        mut self,
+        ready: impl std::future::Future<Output = Result<(), String>> + Send + 'static,
+    ) -> Self {
+        self.ready = Some(Box::pin(ready));
+        self
+    }
+
     /// Frame limits.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -142,6 +158,14 @@ impl ServerBuilder {
         let listener = TcpListener::bind(addr).await?;
         let local = listener.local_addr()?;
         let (closing_tx, closing_rx) = watch::channel(false);
+        let mut services: Vec<String> = self
+            .handlers
+            .keys()
+            .chain(self.any_method.keys())
+            .cloned()
+            .collect();
+        services.sort();
+        services.dedup();
         let pipeline = Arc::new(Pipeline {
             handlers: self.handlers,
             any_method: self.any_method,
@@ -149,22 +173,29 @@ impl ServerBuilder {
             limiter_spec: std::sync::Mutex::new(self.limiter_spec),
             guards: stages::protect::Guards::new(self.manifest),
             closing: AtomicBool::new(false),
+            last_refused_ns: std::sync::atomic::AtomicU64::new(0),
             in_flight: Arc::new(AtomicUsize::new(0)),
             refused_closing: AtomicU64::new(0),
             malformed: AtomicU64::new(0),
             local,
         });
-        let accept = tokio::spawn(serve::accept(
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let accept = tokio::spawn(serve::accept_until(
             listener,
             pipeline.clone(),
             self.limits,
             closing_rx,
+            stop_rx,
         ));
         Ok(Server {
             local,
             closing: closing_tx,
+            stop_accepting: stop_tx,
             pipeline,
             accept,
+            services,
+            ready: self.ready,
+            registrations: Vec::new(),
         })
     }
 }
@@ -173,11 +204,63 @@ impl ServerBuilder {
 pub struct Server {
     local: SocketAddr,
     closing: watch::Sender<bool>,
+    /// Stops the accept loop (at the end of the drain, see [`Server::shutdown`]).
+    stop_accepting: watch::Sender<bool>,
     pipeline: Arc<Pipeline>,
     accept: tokio::task::JoinHandle<()>,
+    services: Vec<String>,
+    ready: Option<Readiness>,
+    /// Where this server is registered (deregistered on shutdown).
+    registrations: Vec<crate::discovery::Registration>,
 }
 
 impl Server {
+    /// The services this server hosts, sorted.
+    pub fn services(&self) -> &[String] {
+        &self.services
+    }
+
+    /// Waits for the readiness hook, at most `timeout` (at once if there is none, or it
+    /// already resolved).
+    pub async fn ready(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<(), crate::discovery::DiscoveryError> {
+        use crate::discovery::DiscoveryError;
+        let Some(ready) = self.ready.take() else {
+            return Ok(());
+        };
+        match tokio::time::timeout(timeout, ready).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(DiscoveryError::NotReady(why)),
+            Err(_) => Err(DiscoveryError::NotReady(format!(
+                "the readiness hook did not answer within {timeout:?}"
+            ))),
+        }
+    }
+
+    /// Delayed exposure: waits until ready (see [`Server::ready`]), then registers
+    /// `instance` under every key in `keys` with `backend`. The instance's start time is
+    /// set now, so consumers' warm-up starts when it is first visible. Registrations live
+    /// until [`Server::shutdown`] removes them. Returns the registry keys.
+    pub async fn register(
+        &mut self,
+        backend: &dyn crate::discovery::Backend,
+        keys: &[crate::discovery::ServiceKey],
+        mut instance: crate::discovery::Instance,
+        ready_timeout: Duration,
+    ) -> Result<Vec<String>, crate::discovery::DiscoveryError> {
+        self.ready(ready_timeout).await?;
+        instance.start_ms = Some(crate::discovery::unix_ms());
+        let mut done = Vec::new();
+        for key in keys {
+            let r = backend.register(key, &instance).await?;
+            done.push(r.key().to_string());
+            self.registrations.push(r);
+        }
+        Ok(done)
+    }
+
     /// Where it listens.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
@@ -204,16 +287,37 @@ impl Server {
         ServerObserver(self.pipeline.clone())
     }
 
-    /// Stops outside-in: stop accepting, tell connected callers (goaway), answer new
-    /// requests `shutting_down`, wait up to `drain` for the requests in flight.
-    pub async fn shutdown(self, drain: Duration) {
+    /// Stops outside-in: mark closing (new requests answer `shutting_down`, which callers
+    /// fail over from safely: the handler never ran), tell connected callers (goaway; a
+    /// connection made from now on gets one at once), deregister from discovery, wait up
+    /// to `drain` for the requests in flight and for callers to stop sending, then stop
+    /// accepting.
+    pub async fn shutdown(mut self, drain: Duration) {
+        let deadline = tokio::time::Instant::now() + drain;
         self.pipeline.closing.store(true, Ordering::Relaxed);
         let _ = self.closing.send(true);
-        self.accept.abort();
-        let deadline = tokio::time::Instant::now() + drain;
-        while self.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        let closed_ns = crate::facts::now_ns();
+        futures::future::join_all(
+            std::mem::take(&mut self.registrations)
+                .into_iter()
+                .map(|r| r.deregister()),
+        )
+        .await;
+        // Requests a caller sent before it read the goaway are still on the wire: they
+        // must get their `shutting_down` answer (which callers fail over from) rather than
+        // a reset when the process exits. So the drain also waits until no request has
+        // arrived for a quiet period, within the same deadline.
+        let quiet = crate::manifest::defaults::DRAIN_QUIET.as_nanos() as u64;
+        loop {
+            let last = closed_ns.max(self.pipeline.last_refused_ns.load(Ordering::Relaxed));
+            let settled = crate::facts::now_ns().saturating_sub(last) >= quiet;
+            if (self.in_flight() == 0 && settled) || tokio::time::Instant::now() >= deadline {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        let _ = self.stop_accepting.send(true);
+        self.accept.abort();
     }
 }
 
@@ -244,6 +348,9 @@ pub struct Pipeline {
     guards: stages::protect::Guards,
     /// Set when the server starts stopping (read per request: an atomic, not the watch).
     closing: AtomicBool,
+    /// When the last request was refused with `shutting_down` (`facts::now_ns`): the drain
+    /// waits for these to stop arriving.
+    last_refused_ns: std::sync::atomic::AtomicU64,
     /// Requests being handled.
     in_flight: Arc<AtomicUsize>,
     /// Refused while stopping, and naming no service or method (no method to count them on).

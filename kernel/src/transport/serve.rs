@@ -29,7 +29,22 @@ pub async fn accept<D: Dispatch>(
     listener: TcpListener,
     dispatch: Arc<D>,
     limits: Limits,
-    mut closing: watch::Receiver<bool>,
+    closing: watch::Receiver<bool>,
+) {
+    accept_until(listener, dispatch, limits, closing.clone(), closing).await
+}
+
+/// [`accept`], but accepting goes on until `stop` turns true, while `closing` tells the
+/// connections to send their goaway. A stopping server keeps accepting through its drain:
+/// a caller that dialled before it heard of the stop then gets a goaway and
+/// `shutting_down` answers (safe to fail over from) instead of a reset from a closed
+/// listener's backlog after it already sent requests.
+pub async fn accept_until<D: Dispatch>(
+    listener: TcpListener,
+    dispatch: Arc<D>,
+    limits: Limits,
+    closing: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
 ) {
     loop {
         let (stream, peer) = tokio::select! {
@@ -42,8 +57,8 @@ pub async fn accept<D: Dispatch>(
                     continue;
                 }
             },
-            changed = closing.changed() => {
-                if changed.is_err() || *closing.borrow() {
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
                     return;
                 }
                 continue;

@@ -38,7 +38,8 @@ pub fn pick(
         };
         // No answer means the set was forgotten: a new table is being published while
         // this call holds the old rotation. The kind's safe default then picks: uniformly
-        // among the candidates not yet excluded.
+        // among the candidates not yet excluded (one that left the client meanwhile is
+        // excluded below).
         let id = match selector.select(set, options.hash_key) {
             Some(s) => s.endpoint,
             None => {
@@ -57,11 +58,17 @@ pub fn pick(
                 left[fastrand::usize(..left.len())]
             }
         };
-        let Some(ep) = registry.endpoint(id) else {
+        if excluded.contains(&id) {
             return Err(CallError::NoEndpoint {
                 service: svc.name.clone(),
-                reason: format!("the selector picked unknown endpoint {id}"),
+                reason: format!("the selector picked endpoint {id} outside the candidates"),
             });
+        }
+        let Some(ep) = registry.endpoint(id) else {
+            // It left the client since this call routed (discovery removed it while the
+            // new table was on its way to the selector): not a candidate any more.
+            excluded.push(id);
+            continue;
         };
         match ep.breaker.try_acquire() {
             Permit::Rejected => excluded.push(id),

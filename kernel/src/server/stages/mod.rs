@@ -16,6 +16,7 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
     let id = request.id;
     if p.closing.load(Relaxed) {
         p.refused_closing.fetch_add(1, Relaxed);
+        p.last_refused_ns.store(crate::facts::now_ns(), Relaxed);
         return Frame::error(
             id,
             ErrorClass::ShuttingDown,

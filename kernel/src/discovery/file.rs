@@ -1,0 +1,107 @@
+//! A watched file: providers listed in the manifest's endpoint syntax
+//! (`[services.<s>] endpoints = [...]`, a `group` tag for groups), re-read when it
+//! changes. Polled rather than inotify-watched: it works the same on every filesystem
+//! (bind mounts, config maps replaced by rename) and costs one `stat`-sized read per
+//! poll. A file that stops parsing keeps the last good set, with the error reported.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+
+use super::{static_list, Backend, DiscoveryError, Instance, Registration, ServiceKey, Snapshot};
+use crate::manifest::Manifest;
+
+/// A providers file.
+pub struct WatchedFile {
+    path: PathBuf,
+    poll: Duration,
+}
+
+impl WatchedFile {
+    pub fn new(path: PathBuf, poll: Duration) -> WatchedFile {
+        WatchedFile { path, poll }
+    }
+}
+
+/// The instances of `key` in the file's text.
+fn read(path: &std::path::Path, key: &ServiceKey) -> Result<(String, Vec<Instance>), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    let base = path.parent().unwrap_or(std::path::Path::new("."));
+    let m = Manifest::parse(&text, &path.display().to_string(), base).map_err(|e| e.to_string())?;
+    Ok((text, static_list::select(&m.endpoints, key)))
+}
+
+impl Backend for WatchedFile {
+    fn describe(&self) -> String {
+        format!("file:{}", self.path.display())
+    }
+
+    fn register(
+        &self,
+        _key: &ServiceKey,
+        _instance: &Instance,
+    ) -> BoxFuture<'static, Result<Registration, DiscoveryError>> {
+        let backend = self.describe();
+        Box::pin(async move { Err(DiscoveryError::ReadOnly { backend }) })
+    }
+
+    fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Snapshot> {
+        let (path, poll, key) = (self.path.clone(), self.poll, key.clone());
+        // The text the first snapshot came from is the baseline, read before the task
+        // runs so a change made right after subscribing is not missed.
+        let mut last_text = None;
+        let first = match read(&path, &key) {
+            Ok((text, instances)) => {
+                last_text = Some(text);
+                Snapshot {
+                    revision: 1,
+                    instances: Arc::new(instances),
+                    connected: true,
+                    lists: 1,
+                    error: None,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(file = %path.display(), "providers file: {e}");
+                Snapshot {
+                    error: Some(e),
+                    ..Snapshot::default()
+                }
+            }
+        };
+        let (tx, rx) = watch::channel(first);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    _ = tokio::time::sleep(poll) => {}
+                }
+                let text = std::fs::read_to_string(&path).ok();
+                if text == last_text {
+                    continue;
+                }
+                last_text = text;
+                match read(&path, &key) {
+                    Ok((_, instances)) => tx.send_modify(|s| {
+                        s.revision += 1;
+                        s.lists += 1;
+                        s.instances = Arc::new(instances);
+                        s.connected = true;
+                        s.error = None;
+                    }),
+                    Err(e) => {
+                        tracing::warn!(file = %path.display(), "providers file (keeping the last good list): {e}");
+                        tx.send_modify(|s| {
+                            s.connected = false;
+                            s.error = Some(e);
+                        });
+                    }
+                }
+            }
+        });
+        rx
+    }
+}
