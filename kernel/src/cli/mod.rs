@@ -5,7 +5,9 @@ pub mod call;
 pub mod check;
 pub mod config;
 pub mod demo;
+pub mod new;
 pub mod serve;
+pub mod templates;
 
 /// `1.2 ms`, `850 µs`, `42 ns`.
 pub fn duration(d: std::time::Duration) -> String {
