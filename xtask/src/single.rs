@@ -78,9 +78,7 @@ fn build(lang: &str, dir: &Path, out: &Path) -> Result<()> {
         }
         "python" => python::build(&ex, &toolchain::componentize_py(&target)?)?,
         "js" | "js-quickjs" => js::quickjs(&ex, &toolchain::js_bin(&target)?)?,
-        "js-starlingmonkey" | "js-sm" => {
-            js::starlingmonkey(&ex, &toolchain::js_bin(&target)?)?
-        }
+        "js-starlingmonkey" | "js-sm" => js::starlingmonkey(&ex, &toolchain::js_bin(&target)?)?,
         other => bail!("unknown language `{other}` (languages: {LANGS})"),
     };
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {

@@ -35,20 +35,31 @@ pub fn languages(target_dir: Option<&Path>, json: bool) -> anyhow::Result<ExitCo
     );
     println!(
         "{:<18} {:>10} {:>10} {:>22} {:>11} {:>11} {:>10}",
-        "language", "component", "compiled", "first load", "cached load", "instantiate", "select ns"
+        "language",
+        "component",
+        "compiled",
+        "first load",
+        "cached load",
+        "instantiate",
+        "select ns"
     );
     for r in &report.rows {
         let first = format!(
             "{} {:.1} ms",
-            if r.first_load_cache_hit { "cache hit" } else { "compiled" },
+            if r.first_load_cache_hit {
+                "cache hit"
+            } else {
+                "compiled"
+            },
             r.first_load_ms
         );
         println!(
             "{:<18} {:>10} {:>10} {:>22} {:>8.2} ms {:>8.0} µs {:>10.0}",
             r.language,
             super::size(r.size_bytes),
-            r.artifact_bytes
-                .map_or("-".into(), |b| super::size(usize::try_from(b).unwrap_or(usize::MAX))),
+            r.artifact_bytes.map_or("-".into(), |b| super::size(
+                usize::try_from(b).unwrap_or(usize::MAX)
+            )),
             first,
             r.cached_load_ms,
             r.instantiate_us,

@@ -54,11 +54,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     if !KINDS.contains(&args.kind.as_str()) {
-        bail!(
-            "unknown kind `{}` (kinds: {})",
-            args.kind,
-            KINDS.join(", ")
-        );
+        bail!("unknown kind `{}` (kinds: {})", args.kind, KINDS.join(", "));
     }
     let repo = match args.axle_repo {
         Some(repo) => repo,

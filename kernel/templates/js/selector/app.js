@@ -3,8 +3,9 @@
 // Same behaviour as Axle's plugins/selector-round-robin. Config: none (any key is refused).
 //
 // Built by `xtask build-plugin --lang js` (QuickJS) or `--lang js-starlingmonkey` (see
-// README.md) for the world named in `plugin.toml` (`axle:spi/selector`). The exports of the world are this module's exported
-// functions, in camelCase; `u64` arguments arrive as BigInt, `option<T>` is a value or
+// README.md) for world `axle:spi/selector`. The exports of the world are this module's
+// exported functions, in camelCase; `u64` arguments arrive as BigInt on StarlingMonkey
+// and as a plain number on QuickJS (`hashKey` is unused here), `option<T>` is a value or
 // `undefined`, and a `result<_, string>` export returns normally for `ok` and throws for
 // `err`. Module-level state lives as long as the plugin instance.
 //
