@@ -210,3 +210,49 @@ fn axle_bench_plugins_measures_every_example() {
         );
     }
 }
+
+/// `axle bench plugins --languages` finds every built example on its own and puts the
+/// same strategy side by side: one row per language, each with a call cost, an
+/// instantiation time and both sizes (the built-in Rust one is always there).
+#[test]
+fn axle_bench_plugins_languages_has_a_row_per_language() {
+    let examples = [
+        (C, "C"),
+        (PYTHON, "Python"),
+        (QUICKJS, "JS QuickJS"),
+        (STARLINGMONKEY, "JS StarlingMonkey"),
+    ];
+    let host = SharedHost::get();
+    for (ex, _) in &examples {
+        // Compiled into the shared cache first, as in `axle_plugins_check_accepts`.
+        host.load(&ex.manifest(""), ex.name).unwrap();
+    }
+    let out = std::process::Command::new(axle_bin())
+        .args(["bench", "plugins", "--languages", "--json"])
+        .env("AXLE_CACHE_DIR", host.cache_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let rows = report["rows"].as_array().unwrap();
+    let languages: Vec<&str> = rows
+        .iter()
+        .map(|r| r["language"].as_str().unwrap())
+        .collect();
+    let mut expected = vec!["Rust"];
+    expected.extend(examples.iter().map(|(_, language)| *language));
+    assert_eq!(languages, expected, "{report}");
+    assert!(report["missing"].as_array().unwrap().is_empty(), "{report}");
+    for r in rows {
+        for field in ["select_ns", "instantiate_us", "cached_load_ms"] {
+            let v = r[field].as_f64().unwrap();
+            assert!(v.is_finite() && v > 0.0, "{field}: {r}");
+        }
+        assert!(r["size_bytes"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["artifact_bytes"].as_u64().unwrap() > 0, "{r}");
+    }
+}

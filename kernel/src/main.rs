@@ -58,6 +58,9 @@ enum PluginsCommand {
         #[arg(long)]
         manifest: Option<PathBuf>,
     },
+    /// Write a plugin template (source, build file, manifest entry, README) that builds
+    /// and passes `axle plugins check` as generated.
+    New(cli::new::Args),
 }
 
 #[derive(Subcommand)]
@@ -91,6 +94,14 @@ enum BenchCommand {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// Instead: the round-robin selector in every language side by side (Rust
+        /// built in; C, Python, JS built by `xtask examples`, skipped when missing).
+        #[arg(long, conflicts_with = "manifest")]
+        languages: bool,
+        /// With --languages: the target directory holding `<lang>-plugins/` (default:
+        /// the one this binary was built in).
+        #[arg(long, requires = "languages")]
+        target_dir: Option<PathBuf>,
     },
 }
 
@@ -121,6 +132,7 @@ fn main() -> ExitCode {
         Command::Plugins(PluginsCommand::Check { manifest }) => {
             cli::check::run(manifest.as_deref())
         }
+        Command::Plugins(PluginsCommand::New(args)) => cli::new::run(args),
         Command::Bench(BenchCommand::Rpc {
             manifest,
             json,
@@ -128,7 +140,13 @@ fn main() -> ExitCode {
             systems,
         }) => cli::bench::rpc(manifest.as_deref(), json, seconds, &systems),
         Command::Bench(BenchCommand::Swap { json }) => cli::bench::swap(json),
-        Command::Bench(BenchCommand::Plugins { manifest, json }) => {
+        Command::Bench(BenchCommand::Plugins {
+            json,
+            languages: true,
+            target_dir,
+            ..
+        }) => cli::bench::languages(target_dir.as_deref(), json),
+        Command::Bench(BenchCommand::Plugins { manifest, json, .. }) => {
             cli::bench::plugins(manifest.as_deref(), json)
         }
     };

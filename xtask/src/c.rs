@@ -23,7 +23,7 @@ pub fn plugins() -> Result<()> {
 }
 
 /// Fails early, with the package list, when clang is not installed at all.
-fn check_clang() -> Result<()> {
+pub fn check_clang() -> Result<()> {
     match Command::new("clang").arg("--version").output() {
         Ok(out) if out.status.success() => Ok(()),
         _ => bail!("`clang` not found; on Debian: apt-get install -y {DEBIAN_PACKAGES}"),
@@ -31,7 +31,7 @@ fn check_clang() -> Result<()> {
 }
 
 /// Bindings, compile, componentize: one plugin directory into one component file.
-fn build(ex: &Example) -> Result<PathBuf> {
+pub fn build(ex: &Example) -> Result<PathBuf> {
     let gen = ex.work.join("gen");
     // Start from an empty gen dir so bindings of a world the plugin no longer uses
     // cannot be picked up by the `*.c` glob below.

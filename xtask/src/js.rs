@@ -61,7 +61,8 @@ fn inputs(ex: &Example, engine: &str) -> Result<String> {
     Ok(key.finish())
 }
 
-fn quickjs(ex: &Example, bin: &Path) -> Result<PathBuf> {
+/// Builds one plugin directory with QuickJS into `<out_dir>/<name>.wasm`.
+pub fn quickjs(ex: &Example, bin: &Path) -> Result<PathBuf> {
     let out = ex.out_dir.join(format!("{}.wasm", ex.name));
     let stamp = ex.work.join("qjs.stamp");
     let key = inputs(ex, "qjs")?;
@@ -120,7 +121,8 @@ fn quickjs(ex: &Example, bin: &Path) -> Result<PathBuf> {
     Ok(out)
 }
 
-fn starlingmonkey(ex: &Example, bin: &Path) -> Result<PathBuf> {
+/// Builds one plugin directory with StarlingMonkey into `<out_dir>/<name>-sm.wasm`.
+pub fn starlingmonkey(ex: &Example, bin: &Path) -> Result<PathBuf> {
     let out = ex.out_dir.join(format!("{}-sm.wasm", ex.name));
     let stamp = ex.work.join("sm.stamp");
     let key = inputs(ex, "sm")?;

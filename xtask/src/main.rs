@@ -12,6 +12,9 @@
 //!   (StarlingMonkey, `<name>-sm.wasm`), installed with `npm ci` under
 //!   `<target>/toolchains/js` on first use.
 //! - `examples`: all of the above.
+//! - `build-plugin --lang L DIR -o OUT.wasm`: one plugin directory anywhere (a template
+//!   from `axle plugins new`), with the recipe of language `L` (`c`, `python`, `js` for
+//!   QuickJS, `js-starlingmonkey`).
 //! - `inspect FILE`: the top-level imports and exports of a component.
 //!
 //! Python and JS builds take seconds to tens of seconds, so they are skipped when nothing
@@ -28,10 +31,12 @@ mod c;
 mod component;
 mod js;
 mod python;
+mod single;
 mod toolchain;
 
 const USAGE: &str = "usage: cargo run --release -p xtask -- \
-    c-plugins | python-plugins | js-plugins | examples | inspect FILE";
+    c-plugins | python-plugins | js-plugins | examples | inspect FILE | \
+    build-plugin --lang LANG DIR -o OUT.wasm";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -43,6 +48,7 @@ fn main() -> ExitCode {
             .and_then(|()| python::plugins())
             .and_then(|()| js::plugins()),
         ["inspect", file] => inspect(Path::new(file)),
+        ["build-plugin", ..] => single::run(&args[1..]),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -156,14 +162,7 @@ fn example(root: &Path, dir: &Path, out_dir: &Path) -> Result<Example> {
         .context("directory name is not UTF-8")?
         .to_string();
     let path = dir.join("plugin.toml");
-    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let table: toml::Table = text
-        .parse()
-        .with_context(|| format!("parsing {}", path.display()))?;
-    let world = match table.get("world") {
-        Some(toml::Value::String(w)) => w.clone(),
-        _ => bail!("{}: needs `world = \"<name>\"`", path.display()),
-    };
+    let world = single::world_of(&path)?;
     Ok(Example {
         root: root.to_path_buf(),
         dir: dir.to_path_buf(),

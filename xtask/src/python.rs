@@ -36,7 +36,8 @@ pub fn plugins() -> Result<()> {
     crate::build_examples("python", &mut |ex| Ok(vec![build(ex, &exe)?]))
 }
 
-fn build(ex: &Example, exe: &Path) -> Result<PathBuf> {
+/// Builds one plugin directory into `<out_dir>/<name>.wasm`.
+pub fn build(ex: &Example, exe: &Path) -> Result<PathBuf> {
     let out = ex.out_dir.join(format!("{}.wasm", ex.name));
     let stamp = ex.work.join("inputs.stamp");
     let wit_dir = ex.root.join("wit");

@@ -1,4 +1,4 @@
-//! `axle bench plugins`.
+//! `axle bench plugins` (with `--languages`) and `axle bench rpc`.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -15,6 +15,62 @@ pub fn plugins(manifest: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> 
         println!("{}", serde_json::to_string(&report)?);
     } else {
         print_table(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `axle bench plugins --languages`.
+pub fn languages(target_dir: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let target = target_dir.map_or_else(bench::languages::default_target_dir, Path::to_path_buf);
+    let host = PluginHost::with_default_cache()?;
+    let report = bench::languages::run(&host, &target, Budget::default())?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "round-robin selector in each language: select on a set of {} endpoints; \
+         floor (empty scalar component call) {:.0} ns\n",
+        report.endpoints, report.floor_ns
+    );
+    println!(
+        "{:<18} {:>10} {:>10} {:>22} {:>11} {:>11} {:>10}",
+        "language",
+        "component",
+        "compiled",
+        "first load",
+        "cached load",
+        "instantiate",
+        "select ns"
+    );
+    for r in &report.rows {
+        let first = format!(
+            "{} {:.1} ms",
+            if r.first_load_cache_hit {
+                "cache hit"
+            } else {
+                "compiled"
+            },
+            r.first_load_ms
+        );
+        println!(
+            "{:<18} {:>10} {:>10} {:>22} {:>8.2} ms {:>8.0} µs {:>10.0}",
+            r.language,
+            super::size(r.size_bytes),
+            r.artifact_bytes.map_or("-".into(), |b| super::size(
+                usize::try_from(b).unwrap_or(usize::MAX)
+            )),
+            first,
+            r.cached_load_ms,
+            r.instantiate_us,
+            r.select_ns
+        );
+    }
+    for m in &report.missing {
+        println!(
+            "{:<18} not built ({}): {}",
+            m.language, m.component, m.build
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,9 +7,11 @@ pub mod check;
 pub mod config;
 pub mod demo;
 pub mod discovery;
+pub mod new;
 pub mod serve;
 pub mod stats;
 pub mod swap;
+pub mod templates;
 
 /// `1.2 ms`, `850 µs`, `42 ns`.
 pub fn duration(d: std::time::Duration) -> String {

@@ -28,6 +28,9 @@ pub struct Loaded {
     pub how: Compiled,
     /// Time spent compiling or deserializing.
     pub elapsed: Duration,
+    /// Size of the compiled artifact on disk (`None` without a cache directory, or when it
+    /// could not be written): what a plugin costs in the cache, shown by the benches.
+    pub artifact_bytes: Option<u64>,
 }
 
 /// A directory of compiled artifacts.
@@ -70,11 +73,13 @@ impl ArtifactCache {
                 // directory this kernel owns; wasmtime checks the header again.
                 match unsafe { Component::deserialize_file(engine, &path) } {
                     Ok(component) => {
+                        let elapsed = started.elapsed();
                         return Ok(Loaded {
                             component,
                             how: Compiled::CacheHit,
-                            elapsed: started.elapsed(),
-                        })
+                            elapsed,
+                            artifact_bytes: std::fs::metadata(&path).ok().map(|m| m.len()),
+                        });
                     }
                     Err(e) => {
                         tracing::warn!(path = %path.display(), "ignoring a cached artifact that does not load: {e:#}")
@@ -84,27 +89,33 @@ impl ArtifactCache {
         }
         let component = Component::new(engine, bytes)?;
         let elapsed = started.elapsed();
+        let mut artifact_bytes = None;
         if let Some(dir) = &self.dir {
-            if let Err(e) = self.store(dir, bytes, &component) {
-                tracing::warn!(dir = %dir.display(), "cannot write the artifact cache: {e:#}");
+            match self.store(dir, bytes, &component) {
+                Ok(len) => artifact_bytes = Some(len),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), "cannot write the artifact cache: {e:#}")
+                }
             }
         }
         Ok(Loaded {
             component,
             how: Compiled::Compiled,
             elapsed,
+            artifact_bytes,
         })
     }
 
-    fn store(&self, dir: &Path, bytes: &[u8], component: &Component) -> anyhow::Result<()> {
+    /// Writes the artifact; returns its size.
+    fn store(&self, dir: &Path, bytes: &[u8], component: &Component) -> anyhow::Result<u64> {
         std::fs::create_dir_all(dir)?;
         let path = self.path_for(dir, bytes);
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let artifact = component
             .serialize()
             .map_err(|e| anyhow::anyhow!("{e:#}"))?;
-        std::fs::write(&tmp, artifact)?;
+        std::fs::write(&tmp, &artifact)?;
         std::fs::rename(&tmp, &path)?;
-        Ok(())
+        Ok(artifact.len() as u64)
     }
 }

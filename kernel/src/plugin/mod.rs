@@ -60,6 +60,8 @@ pub struct LoadReport {
     pub cache_hit: bool,
     /// Time spent compiling (or loading the cached artifact).
     pub compile: Duration,
+    /// Size of the compiled artifact in the cache (`None` when there is no cache).
+    pub artifact_bytes: Option<u64>,
     /// Time to instantiate and `init` one instance.
     pub instantiate: Duration,
     /// Instances running.
@@ -290,6 +292,7 @@ impl PluginHost {
             size_bytes: bytes.len(),
             cache_hit: loaded.how == Compiled::CacheHit,
             compile: loaded.elapsed,
+            artifact_bytes: loaded.artifact_bytes,
             instantiate,
             instances: spec.instances,
             digest: *blake3::hash(&bytes).as_bytes(),

@@ -22,19 +22,7 @@ pub fn pick(
         let set = if excluded.is_empty() {
             candidates.set
         } else {
-            let left: Vec<u32> = candidates
-                .members
-                .iter()
-                .copied()
-                .filter(|id| !excluded.contains(id))
-                .collect();
-            if left.is_empty() {
-                return Err(CallError::NoEndpoint {
-                    service: svc.name.clone(),
-                    reason: "every endpoint was tried or has its breaker open".into(),
-                });
-            }
-            selector.intern_set(&left)
+            selector.intern_set(&remaining(svc, candidates, excluded)?)
         };
         // No answer means the set was forgotten: a new table is being published while
         // this call holds the old rotation. The kind's safe default then picks: uniformly
@@ -43,18 +31,7 @@ pub fn pick(
         let id = match selector.select(set, options.hash_key) {
             Some(s) => s.endpoint,
             None => {
-                let left: Vec<u32> = candidates
-                    .members
-                    .iter()
-                    .copied()
-                    .filter(|id| !excluded.contains(id))
-                    .collect();
-                if left.is_empty() {
-                    return Err(CallError::NoEndpoint {
-                        service: svc.name.clone(),
-                        reason: "every endpoint was tried or has its breaker open".into(),
-                    });
-                }
+                let left = remaining(svc, candidates, excluded)?;
                 left[fastrand::usize(..left.len())]
             }
         };
@@ -75,4 +52,25 @@ pub fn pick(
             permit => return Ok((id, permit)),
         }
     }
+}
+
+/// The candidates not excluded yet; an error when none is left.
+fn remaining(
+    svc: &ServiceState,
+    candidates: &Candidates,
+    excluded: &[u32],
+) -> Result<Vec<u32>, CallError> {
+    let left: Vec<u32> = candidates
+        .members
+        .iter()
+        .copied()
+        .filter(|id| !excluded.contains(id))
+        .collect();
+    if left.is_empty() {
+        return Err(CallError::NoEndpoint {
+            service: svc.name.clone(),
+            reason: "every endpoint was tried or has its breaker open".into(),
+        });
+    }
+    Ok(left)
 }

@@ -6,7 +6,8 @@
 // Built by `cargo run --release -p xtask -- js-plugins` for the world named in
 // `plugin.toml` (`axle:spi/selector`), twice: with componentize-qjs (QuickJS) and with
 // componentize-js (StarlingMonkey). The exports of the world are this module's exported
-// functions, in camelCase; `u64` arguments arrive as BigInt, `option<T>` is a value or
+// functions, in camelCase; `u64` arguments arrive as BigInt on StarlingMonkey and as a
+// plain number on QuickJS (`hashKey` is unused here), `option<T>` is a value or
 // `undefined`, and a `result<_, string>` export returns normally for `ok` and throws for
 // `err`. Module-level state lives as long as the plugin instance.
 //

@@ -1,0 +1,289 @@
+//! `axle plugins new --lang L --kind K NAME [--dir DIR]`: writes a plugin template that
+//! builds and passes `axle plugins check` as generated: the strategy's source, the build
+//! file its language needs, a `plugin.toml` manifest entry that loads the built component,
+//! and a README with the exact build command.
+//!
+//! C, Python and JS templates build with the repository's `xtask build-plugin` (the same
+//! recipes as the examples), Rust ones with plain `cargo build` against the repository's
+//! `sdk/`: both need the Axle repository, whose path is written into the files (the one
+//! this binary was built from unless `--axle-repo` says otherwise).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+
+use super::templates::{self, KINDS, LANGS};
+
+/// `axle plugins new` flags.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The plugin's name (lowercase letters, digits and `-`, starting with a letter).
+    name: String,
+    /// The language: rust, c, python or js.
+    #[arg(long)]
+    lang: String,
+    /// The kind: serializer, selector, router, health-scorer or limiter.
+    #[arg(long)]
+    kind: String,
+    /// Where to write it (default: `./NAME`). Must not exist or be empty.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The Axle repository the build commands use (default: the one this binary was
+    /// built from).
+    #[arg(long)]
+    axle_repo: Option<PathBuf>,
+}
+
+/// What a generated template's files are filled in with.
+struct Fill {
+    name: String,
+    kind: String,
+    lang: String,
+    repo: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    check_name(&args.name)?;
+    if !LANGS.contains(&args.lang.as_str()) {
+        bail!(
+            "unknown language `{}` (languages: {})",
+            args.lang,
+            LANGS.join(", ")
+        );
+    }
+    if !KINDS.contains(&args.kind.as_str()) {
+        bail!("unknown kind `{}` (kinds: {})", args.kind, KINDS.join(", "));
+    }
+    let repo = match args.axle_repo {
+        Some(repo) => repo,
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .context("the kernel crate sits inside the repository")?
+            .to_path_buf(),
+    };
+    if !repo.join("wit/kinds.wit").is_file() || !repo.join("sdk/Cargo.toml").is_file() {
+        bail!(
+            "{} is not the Axle repository (no wit/kinds.wit, sdk/): pass --axle-repo DIR",
+            repo.display()
+        );
+    }
+    let repo = repo
+        .canonicalize()
+        .with_context(|| format!("resolving {}", repo.display()))?;
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
+    if dir.exists()
+        && fs::read_dir(&dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .next()
+            .is_some()
+    {
+        bail!("{} exists and is not empty", dir.display());
+    }
+
+    let fill = Fill {
+        name: args.name,
+        kind: args.kind,
+        lang: args.lang,
+        repo,
+    };
+    let sources = templates::sources(&fill.lang, &fill.kind)
+        .context("no template for this language and kind")?;
+    let mut files: Vec<(String, String)> = sources
+        .iter()
+        .map(|f| (f.path.to_string(), fill.apply(f.text)))
+        .collect();
+    files.push(("plugin.toml".into(), fill.manifest_entry()));
+    files.push(("README.md".into(), fill.readme()));
+    if fill.lang == "rust" {
+        files.push((".gitignore".into(), "/target\nCargo.lock\n".into()));
+    }
+    for (path, text) in &files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!(
+        "wrote a {} {} `{}` into {}",
+        fill.lang,
+        fill.kind,
+        fill.name,
+        dir.display()
+    );
+    println!("build:  (cd {} && {})", dir.display(), fill.build_command());
+    println!(
+        "check:  (cd {} && axle plugins check --manifest plugin.toml)",
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A name that is a manifest key, a file stem and (for Rust) a crate name as it is.
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let ok = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-')
+        && name.len() <= 64;
+    if !ok {
+        bail!(
+            "invalid plugin name `{name}`: use lowercase letters, digits and `-`, \
+             starting with a letter (at most 64 characters)"
+        );
+    }
+    Ok(())
+}
+
+impl Fill {
+    fn apply(&self, text: &str) -> String {
+        text.replace("{{name}}", &self.name)
+            .replace("{{crate}}", &self.name)
+            .replace("{{kind}}", &self.kind)
+            .replace("{{sdk}}", &toml_path(&self.repo.join("sdk")))
+    }
+
+    /// The component the build writes, relative to the plugin directory.
+    fn component(&self) -> String {
+        match self.lang.as_str() {
+            // Cargo names the artifact after the library: `-` becomes `_`.
+            "rust" => format!(
+                "target/wasm32-wasip2/release/{}.wasm",
+                self.name.replace('-', "_")
+            ),
+            _ => format!("{}.wasm", self.name),
+        }
+    }
+
+    /// The one command that builds the component, run in the plugin directory.
+    fn build_command(&self) -> String {
+        match self.lang.as_str() {
+            "rust" => "cargo build --release --target wasm32-wasip2".to_string(),
+            lang => format!(
+                "cargo run --release -q --manifest-path {} -p xtask -- build-plugin --lang {lang} . -o {}",
+                shell_path(&self.repo.join("Cargo.toml")),
+                self.component()
+            ),
+        }
+    }
+
+    /// `[plugins.NAME]`: what a manifest needs to load the built component.
+    fn manifest_entry(&self) -> String {
+        // Interpreters start with megabytes of heap and their collectors can pause for
+        // milliseconds (docs/authoring.md): more memory and a longer per-call budget.
+        let limits = match self.lang.as_str() {
+            "python" | "js" => "memory-mib = 128\ntimeout-ms = 1000\n",
+            _ => "",
+        };
+        format!(
+            "# The manifest entry that loads this plugin (docs/manifest.md). Check it as it is\n\
+             # with `axle plugins check --manifest plugin.toml`, or copy it into a manifest\n\
+             # (a relative `component` path resolves against the manifest's directory).\n\
+             [plugins.{name}]\n\
+             kind = \"{kind}\"\n\
+             component = \"{component}\"\n\
+             {limits}",
+            name = self.name,
+            kind = self.kind,
+            component = self.component(),
+        )
+    }
+
+    fn readme(&self) -> String {
+        let (what, files) = match self.lang.as_str() {
+            "rust" => (
+                "a Rust crate on the Axle SDK (`axle-sdk`, a path dependency on the Axle \
+                 repository's `sdk/`: edit `Cargo.toml` if the repository moves)",
+                "`src/lib.rs`, `Cargo.toml`",
+            ),
+            "c" => (
+                "C against the bindings `wit-bindgen c` generates for the world at build time \
+                 (needs Debian's `clang lld wasi-libc libclang-rt-14-dev-wasm32`)",
+                "`plugin.c`",
+            ),
+            "python" => (
+                "Python for componentize-py (installed on first build into the Axle \
+                 repository's `target/toolchains/py`; a build takes 25-45 s)",
+                "`app.py`",
+            ),
+            _ => (
+                "a JavaScript module for componentize-qjs (QuickJS) or componentize-js \
+                 (StarlingMonkey), installed on first build into the Axle repository's \
+                 `target/toolchains/js` (needs Node.js and npm)",
+                "`app.js`",
+            ),
+        };
+        let mut text = format!(
+            "# {name}\n\n\
+             A {kind} plugin for Axle, written in {what}. The source ({files}) says what \
+             the strategy does and which config keys it takes; any other key fails the load.\n\n\
+             Build (in this directory):\n\n\
+             ```sh\n{build}\n```\n\n\
+             The component is `{component}`. Check it (loads it, makes one real call through \
+             each hot function):\n\n\
+             ```sh\naxle plugins check --manifest plugin.toml\n```\n\n\
+             `plugin.toml` is the manifest entry; copy it into your manifest to use the \
+             plugin, and name it in a slot (`[slots]`, docs/manifest.md). How plugins are \
+             written in each language: docs/authoring.md in the Axle repository.\n",
+            name = self.name,
+            kind = self.kind,
+            build = self.build_command(),
+            component = self.component(),
+        );
+        if self.lang == "js" {
+            text.push_str(&format!(
+                "\nThe command above builds with QuickJS (smaller, faster per call); with \
+                 `--lang js-starlingmonkey` instead it builds with StarlingMonkey.\n\n\
+                 Axle repository: `{}`.\n",
+                self.repo.display()
+            ));
+        } else {
+            text.push_str(&format!("\nAxle repository: `{}`.\n", self.repo.display()));
+        }
+        text
+    }
+}
+
+/// A path as a TOML basic-string body (backslashes and quotes escaped).
+fn toml_path(path: &Path) -> String {
+    path.display()
+        .to_string()
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+}
+
+/// A path for a shell command line, quoted only when it needs to be.
+fn shell_path(path: &Path) -> String {
+    let s = path.display().to_string();
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
+    {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_manifest_keys_and_crate_names() {
+        for ok in ["rr", "my-selector", "a1"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "1a", "My", "a_b", "a-", "a b", "../x"] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn shell_paths_are_quoted_when_needed() {
+        assert_eq!(shell_path(Path::new("/a/b-c")), "/a/b-c");
+        assert_eq!(shell_path(Path::new("/a b/it's")), "'/a b/it'\\''s'");
+    }
+}
