@@ -172,6 +172,10 @@ fn a_provider_killed_under_load_leaves_rotation_at_once_and_no_call_fails() {
         let before = load.total();
         load.wait_until(before + 3_000).await;
         let (ok, failed) = load.finish().await;
+        eprintln!(
+            "killed provider out of rotation after {:?}; {ok} calls, {failed} failed",
+            gone - killed
+        );
         assert!(
             gone - killed < Duration::from_secs(1),
             "left rotation {:?} after the kill",
@@ -213,7 +217,8 @@ fn a_killed_provider_restarted_comes_back_through_a_probe_and_carries_its_share(
         .await
         .expect("the kill was noticed");
         let _restarted = ServeProcess::start_at(&addr, &[]);
-        event(
+        let up = Instant::now();
+        let back = event(
             &mut events,
             &addr,
             HealthChange::Readmitted,
@@ -221,12 +226,20 @@ fn a_killed_provider_restarted_comes_back_through_a_probe_and_carries_its_share(
         )
         .await
         .expect("a probe re-admitted the restarted provider");
+        eprintln!(
+            "restarted provider re-admitted {:?} after it listened",
+            back - up
+        );
         assert!(in_rotation(&client, &addr));
         // Its share from now on: round-robin over three gives it a third.
         let (mine, all) = (calls_at(&client, &addr), load.total());
         load.wait_until(all + 3_000).await;
         let share = (calls_at(&client, &addr) - mine) as f64 / (load.total() - all) as f64;
         let (ok, failed) = load.finish().await;
+        eprintln!(
+            "restarted provider then took {:.1}% of the calls",
+            share * 100.0
+        );
         assert!(
             (0.25..=0.42).contains(&share),
             "the restarted provider took {share:.3} of the calls"
@@ -266,6 +279,11 @@ fn a_half_dead_provider_turns_subhealthy_and_loses_its_traffic() {
             .find(|v| v.address == half.addr)
             .unwrap();
         load.finish().await;
+        eprintln!(
+            "half-dead provider subhealthy after {:?}; then {:.1}% of the calls",
+            disabled - started,
+            share * 100.0
+        );
         assert!(
             disabled - started < Duration::from_secs(5),
             "subhealthy after {:?}",
