@@ -23,10 +23,21 @@ pub struct TemplateFile {
 }
 
 macro_rules! per_kind {
+    // The selector of C, Python and JS is the example plugin itself
+    // (plugins/examples/<lang>/round-robin), so the template and the example CI tests are
+    // one file.
     ($lang:literal, $file:literal, $kind:expr) => {
+        per_kind!(
+            $lang,
+            $file,
+            $kind,
+            concat!("../../templates/", $lang, "/selector/", $file)
+        )
+    };
+    ($lang:literal, $file:literal, $kind:expr, $selector:expr) => {
         match $kind {
             "serializer" => include_str!(concat!("../../templates/", $lang, "/serializer/", $file)),
-            "selector" => include_str!(concat!("../../templates/", $lang, "/selector/", $file)),
+            "selector" => include_str!($selector),
             "router" => include_str!(concat!("../../templates/", $lang, "/router/", $file)),
             "health-scorer" => {
                 include_str!(concat!("../../templates/", $lang, "/health-scorer/", $file))
@@ -53,15 +64,30 @@ pub fn sources(lang: &str, kind: &str) -> Option<Vec<TemplateFile>> {
         ],
         "c" => vec![TemplateFile {
             path: "plugin.c",
-            text: per_kind!("c", "plugin.c", kind),
+            text: per_kind!(
+                "c",
+                "plugin.c",
+                kind,
+                "../../../plugins/examples/c/round-robin/round_robin.c"
+            ),
         }],
         "python" => vec![TemplateFile {
             path: "app.py",
-            text: per_kind!("python", "app.py", kind),
+            text: per_kind!(
+                "python",
+                "app.py",
+                kind,
+                "../../../plugins/examples/python/round-robin/app.py"
+            ),
         }],
         "js" => vec![TemplateFile {
             path: "app.js",
-            text: per_kind!("js", "app.js", kind),
+            text: per_kind!(
+                "js",
+                "app.js",
+                kind,
+                "../../../plugins/examples/js/round-robin/app.js"
+            ),
         }],
         _ => return None,
     };

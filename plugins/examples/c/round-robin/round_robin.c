@@ -1,9 +1,11 @@
-// `round-robin` in C: each candidate set keeps its own cursor, so every member gets its
-// turn in order, whatever other sets the kernel defines. Same behaviour as the Rust
-// plugin in plugins/selector-round-robin, including before `init` and after a failed one.
+// A round-robin selector in C: each candidate set keeps its own cursor, so every member
+// gets its turn in order, whatever other sets the kernel defines. Same behaviour as the
+// Rust plugin in plugins/selector-round-robin, including before `init` and after a failed
+// one. Config: none (any key is refused). Also the C template of `axle plugins new --kind
+// selector`.
 //
-// Built by `cargo run --release -p xtask -- c-plugins`, which generates `selector.h`
-// (wit-bindgen C bindings for world `axle:spi/selector`) next to this file's build.
+// Built for world `axle:spi/selector` by the command in README.md next to this file, which
+// generates `selector.h` (wit-bindgen C bindings) for the build.
 //
 // Ownership (canonical ABI): every list and string argument is allocated in our memory by
 // the host through `cabi_realloc` and belongs to us, so each export frees its arguments

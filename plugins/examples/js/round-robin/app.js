@@ -1,11 +1,12 @@
-// `round-robin` in JavaScript: each candidate set keeps its own cursor, so every member
-// gets its turn in order, whatever other sets the kernel defines. Same behaviour as the
-// Rust plugin in plugins/selector-round-robin, including before `init` and after a failed
-// one.
+// A round-robin selector in JavaScript: each candidate set keeps its own cursor, so every
+// member gets its turn in order, whatever other sets the kernel defines. Same behaviour as
+// the Rust plugin in plugins/selector-round-robin, including before `init` and after a
+// failed one. Config: none (any key is refused). Also the JS template of `axle plugins new
+// --kind selector`.
 //
-// Built by `cargo run --release -p xtask -- js-plugins` for the world named in
-// `plugin.toml` (`axle:spi/selector`), twice: with componentize-qjs (QuickJS) and with
-// componentize-js (StarlingMonkey). The exports of the world are this module's exported
+// Built by the command in README.md next to this file for the world named in
+// `plugin.toml` (`axle:spi/selector`), with componentize-qjs (QuickJS) or componentize-js
+// (StarlingMonkey). The exports of the world are this module's exported
 // functions, in camelCase; `u64` arguments arrive as BigInt on StarlingMonkey and as a
 // plain number on QuickJS (`hashKey` is unused here), `option<T>` is a value or
 // `undefined`, and a `result<_, string>` export returns normally for `ok` and throws for

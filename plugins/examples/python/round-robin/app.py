@@ -1,9 +1,11 @@
-"""`round-robin` in Python: each candidate set keeps its own cursor, so every member gets
-its turn in order, whatever other sets the kernel defines. Same behaviour as the Rust
-plugin in plugins/selector-round-robin, including before `init` and after a failed one.
+"""A round-robin selector in Python: each candidate set keeps its own cursor, so every
+member gets its turn in order, whatever other sets the kernel defines. Same behaviour as
+the Rust plugin in plugins/selector-round-robin, including before `init` and after a
+failed one. Config: none (any key is refused). Also the Python template of
+`axle plugins new --kind selector`.
 
-Built by `cargo run --release -p xtask -- python-plugins`, which runs componentize-py on
-this directory for the world named in `plugin.toml` (`axle:spi/selector`). componentize-py
+Built by the command in README.md next to this file, which runs componentize-py on this
+directory for the world named in `plugin.toml` (`axle:spi/selector`). componentize-py
 generates the `wit_world` package imported below and calls the methods of the class
 `WitWorld`; module-level state lives as long as the plugin instance.
 
