@@ -329,8 +329,8 @@ impl Client {
         candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
     ) -> Result<Reply, CallError> {
-        let (id, permit) = self.choose(call, candidates, tried)?;
-        self.send_to(call, id, permit).await
+        let (ep, permit) = self.choose(call, candidates, tried)?;
+        self.send_to(call, ep, permit).await
     }
 
     /// Picks the next endpoint (excluding `tried`, and endpoints whose breaker is open)
@@ -340,8 +340,8 @@ impl Client {
         call: &Call<'_>,
         candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
-    ) -> Result<(u32, Permit), CallError> {
-        let (id, permit) = stages::select::pick(
+    ) -> Result<(Arc<registry::Endpoint>, Permit), CallError> {
+        let (ep, permit) = stages::select::pick(
             &self.registry,
             call.svc,
             &call.policy.selector,
@@ -349,19 +349,17 @@ impl Client {
             tried,
             call.options,
         )?;
-        tried.push(id);
-        Ok((id, permit))
+        tried.push(ep.id);
+        Ok((ep, permit))
     }
 
     /// Sends to one chosen endpoint and records the outcome.
-    async fn send_to(&self, call: &Call<'_>, id: u32, permit: Permit) -> Result<Reply, CallError> {
-        let ep = self
-            .registry
-            .endpoint(id)
-            .ok_or_else(|| CallError::NoEndpoint {
-                service: call.svc.name.clone(),
-                reason: format!("unknown endpoint {id}"),
-            })?;
+    async fn send_to(
+        &self,
+        call: &Call<'_>,
+        ep: Arc<registry::Endpoint>,
+        permit: Permit,
+    ) -> Result<Reply, CallError> {
         let now = Instant::now();
         let started = stages::feedback::started(&ep, now);
         let result =
@@ -385,8 +383,8 @@ impl Client {
         tried: &mut Vec<u32>,
         delay: Duration,
     ) -> Result<Reply, CallError> {
-        let (first_id, first_permit) = self.choose(call, candidates, tried)?;
-        let first = self.send_to(call, first_id, first_permit);
+        let (first_ep, first_permit) = self.choose(call, candidates, tried)?;
+        let first = self.send_to(call, first_ep, first_permit);
         tokio::pin!(first);
         tokio::select! {
             r = &mut first => return r,
@@ -396,7 +394,7 @@ impl Client {
             return first.await;
         }
         let backup = match self.choose(call, candidates, tried) {
-            Ok((id, permit)) => self.send_to(call, id, permit),
+            Ok((ep, permit)) => self.send_to(call, ep, permit),
             Err(_) => return first.await,
         };
         tokio::pin!(backup);

@@ -8,10 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use super::{static_list, Backend, DiscoveryError, Instance, Registration, ServiceKey, Snapshot};
+use super::{static_list, Backend, Instance, ServiceKey, Snapshot};
 use crate::manifest::Manifest;
 
 /// A providers file.
@@ -37,15 +36,6 @@ fn read(path: &std::path::Path, key: &ServiceKey) -> Result<(String, Vec<Instanc
 impl Backend for WatchedFile {
     fn describe(&self) -> String {
         format!("file:{}", self.path.display())
-    }
-
-    fn register(
-        &self,
-        _key: &ServiceKey,
-        _instance: &Instance,
-    ) -> BoxFuture<'static, Result<Registration, DiscoveryError>> {
-        let backend = self.describe();
-        Box::pin(async move { Err(DiscoveryError::ReadOnly { backend }) })
     }
 
     fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Snapshot> {

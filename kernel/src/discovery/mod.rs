@@ -280,12 +280,16 @@ pub trait Backend: Send + Sync {
     /// For messages: `etcd://127.0.0.1:2379`, `file:/etc/axle/providers.toml`, `static`.
     fn describe(&self) -> String;
 
-    /// Publishes `instance` under `key`; resolves once it is visible to consumers.
+    /// Publishes `instance` under `key`; resolves once it is visible to consumers. By
+    /// default a backend only lists providers (static, file) and refuses.
     fn register(
         &self,
-        key: &ServiceKey,
-        instance: &Instance,
-    ) -> BoxFuture<'static, Result<Registration, DiscoveryError>>;
+        _key: &ServiceKey,
+        _instance: &Instance,
+    ) -> BoxFuture<'static, Result<Registration, DiscoveryError>> {
+        let backend = self.describe();
+        Box::pin(async move { Err(DiscoveryError::ReadOnly { backend }) })
+    }
 
     /// The providers of `key`, kept current for as long as a receiver lives.
     fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Snapshot>;

@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use super::{Backend, DiscoveryError, Instance, Registration, ServiceKey, Snapshot};
+use super::{Backend, Instance, ServiceKey, Snapshot};
 use crate::manifest::{defaults, EndpointSpec};
 
 /// The manifest's endpoint lists.
@@ -61,15 +60,6 @@ pub fn select(lists: &BTreeMap<String, Vec<EndpointSpec>>, key: &ServiceKey) -> 
 impl Backend for StaticList {
     fn describe(&self) -> String {
         "static (the manifest's endpoints)".into()
-    }
-
-    fn register(
-        &self,
-        _key: &ServiceKey,
-        _instance: &Instance,
-    ) -> BoxFuture<'static, Result<Registration, DiscoveryError>> {
-        let backend = self.describe();
-        Box::pin(async move { Err(DiscoveryError::ReadOnly { backend }) })
     }
 
     fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Snapshot> {

@@ -4,12 +4,13 @@
 //! is defined on this rare path.
 
 use super::route::Candidates;
-use crate::client::registry::{Registry, ServiceState};
+use crate::client::registry::{Endpoint, Registry, ServiceState};
 use crate::client::{CallError, CallOptions};
 use crate::governance::breaker::Permit;
 use crate::plugin::kinds::selector::SelectorPlugin;
 
-/// The endpoint for this attempt, and its breaker permit.
+/// The endpoint for this attempt (held, so it outlives a removal mid-call), and its
+/// breaker permit.
 pub fn pick(
     registry: &Registry,
     svc: &ServiceState,
@@ -17,7 +18,7 @@ pub fn pick(
     candidates: &Candidates,
     excluded: &mut Vec<u32>,
     options: &CallOptions,
-) -> Result<(u32, Permit), CallError> {
+) -> Result<(std::sync::Arc<Endpoint>, Permit), CallError> {
     loop {
         let set = if excluded.is_empty() {
             candidates.set
@@ -49,7 +50,7 @@ pub fn pick(
         };
         match ep.breaker.try_acquire() {
             Permit::Rejected => excluded.push(id),
-            permit => return Ok((id, permit)),
+            permit => return Ok((ep, permit)),
         }
     }
 }
