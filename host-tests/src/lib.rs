@@ -3,11 +3,10 @@
 pub mod etcd;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use axle::manifest::Manifest;
-use axle::plugin::bindings::wit;
 use axle::plugin::{LoadError, LoadedPlugin, Plugin, PluginHost};
+use axle::spi;
 
 /// A plugin host with a private artifact cache, so tests never share or race on the
 /// user's cache.
@@ -70,13 +69,12 @@ impl SharedHost {
     }
 }
 
-/// A guest component built by `kernel/build.rs` (fixtures included), e.g.
-/// `axle_fixture_trap`.
+/// A hostile fixture built by `host-tests/build.rs`, e.g. `axle_fixture_trap`.
 pub fn built_component(crate_name: &str) -> PathBuf {
-    let path = Path::new(axle::plugin::builtin::build_dir()).join(format!("{crate_name}.wasm"));
+    let path = Path::new(env!("AXLE_FIXTURE_DIR")).join(format!("{crate_name}.wasm"));
     assert!(
         path.exists(),
-        "{} is missing: the kernel's build script builds it",
+        "{} is missing: host-tests/build.rs builds it",
         path.display()
     );
     path
@@ -85,11 +83,7 @@ pub fn built_component(crate_name: &str) -> PathBuf {
 /// An example plugin in another language, built by `xtask` (`scripts/test` runs it) into
 /// `<target>/<lang>-plugins/<name>.wasm`.
 pub fn example_component(lang: &str, name: &str) -> PathBuf {
-    // build_dir() is <target>/wasm/wasm32-wasip2/plugin.
-    let target = Path::new(axle::plugin::builtin::build_dir())
-        .ancestors()
-        .nth(3)
-        .expect("target dir");
+    let target = Path::new(env!("AXLE_TARGET_DIR"));
     let path = target
         .join(format!("{lang}-plugins"))
         .join(format!("{name}.wasm"));
@@ -106,7 +100,7 @@ pub fn example_component(lang: &str, name: &str) -> PathBuf {
 /// keeps its own cursor and visits its members in the order the kernel gave.
 pub fn assert_round_robin(p: &LoadedPlugin) {
     let s = selector(p);
-    s.endpoints_changed(table(&[100; 6]));
+    s.endpoints_changed(&table(&[100; 6]));
     s.define_set(0, vec![5, 2, 4]);
     s.define_set(1, vec![0, 1]);
     let picks: Vec<u32> = (0..9).map(|_| s.select(0, 0).unwrap().endpoint).collect();
@@ -116,7 +110,7 @@ pub fn assert_round_robin(p: &LoadedPlugin) {
     // Redefining a set restarts it; a new table forgets every set.
     s.define_set(0, vec![3, 1]);
     assert_eq!(s.select(0, 0).unwrap().endpoint, 3);
-    s.endpoints_changed(table(&[100; 6]));
+    s.endpoints_changed(&table(&[100; 6]));
     assert!(s.select(0, 0).is_none(), "sets are gone with the old table");
     assert!(s.select(7, 0).is_none(), "an undefined set has no answer");
     let stats = p.stats.snapshot();
@@ -141,20 +135,20 @@ pub fn axle_bin() -> PathBuf {
 }
 
 /// An endpoint table with ids `0..n`, given weights and no tags.
-pub fn table(weights: &[u32]) -> Arc<wit::EndpointTable> {
-    Arc::new(wit::EndpointTable {
-        version: 1,
-        endpoints: weights
+pub fn table(weights: &[u32]) -> spi::EndpointTable {
+    spi::EndpointTable::new(
+        1,
+        weights
             .iter()
             .enumerate()
-            .map(|(i, w)| wit::Endpoint {
+            .map(|(i, w)| spi::Endpoint {
                 id: i as u32,
                 address: format!("127.0.0.1:{}", 30_000 + i),
                 weight: *w,
                 tags: Vec::new(),
             })
             .collect(),
-    })
+    )
 }
 
 /// The selector inside a loaded plugin.

@@ -23,6 +23,7 @@ fn subscribe(
     let _in = rt.enter();
     let url = RegistryUrl::parse(&etcd.url()).expect("etcd url");
     let options = BackendOptions {
+        parse_endpoints: axle::manifest::parse_endpoints,
         manifest_endpoints: Default::default(),
         lease_ttl: Duration::from_secs(10),
         resync: Duration::from_millis(500),
@@ -262,6 +263,7 @@ fn following_client(
     let backend = discovery::open(
         &url,
         BackendOptions {
+            parse_endpoints: axle::manifest::parse_endpoints,
             manifest_endpoints: Default::default(),
             lease_ttl: Duration::from_secs(10),
             resync: Duration::from_millis(500),

@@ -25,7 +25,7 @@ fn misbehave_once(krate: &str, extra: &str) -> axle::plugin::StatsSnapshot {
     let good = t.load(&text, "rr").unwrap();
     for p in [&bad, &good] {
         let s = selector(p);
-        s.endpoints_changed(table(&[100; 3]));
+        s.endpoints_changed(&table(&[100; 3]));
         s.define_set(0, vec![0, 1, 2]);
     }
 
@@ -85,7 +85,7 @@ fn a_non_candidate_answer_is_replaced_by_a_member() {
         )
         .unwrap();
     let s = selector(&p);
-    s.endpoints_changed(table(&[100; 3]));
+    s.endpoints_changed(&table(&[100; 3]));
     s.define_set(0, vec![0, 1, 2]);
     let mut seen = [0u32; 3];
     for i in 0..300 {
@@ -166,7 +166,7 @@ fn faults_are_counted_not_hidden() {
         .load(&fixture_manifest("bad", "axle_fixture_trap", ""), "bad")
         .unwrap();
     let s = selector(&p);
-    s.endpoints_changed(table(&[100; 2]));
+    s.endpoints_changed(&table(&[100; 2]));
     s.define_set(0, vec![0, 1]);
     for i in 0..5 {
         assert!(s.select(0, 2 + i).is_some());

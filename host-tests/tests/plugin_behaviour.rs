@@ -2,12 +2,11 @@
 //! same bytes the `axle` binary embeds), asserted with numbers.
 
 use axle::plugin::kinds::health_scorer::{HealthState, Verdict, WindowStats};
-use axle::plugin::kinds::limiter::{Admission, LimitKey};
-use axle::plugin::kinds::router::RouteRequest;
-use axle::plugin::kinds::serializer::{Node, Value};
 use axle::plugin::Plugin;
+use axle::spi::RouteRequest;
+use axle::spi::{Admission, LimitKey};
+use axle::spi::{Node, Value};
 use axle_host_tests::{assert_round_robin, manifest, selector, table, TestHost};
-use std::sync::Arc;
 
 #[test]
 fn round_robin_visits_candidates_in_order() {
@@ -34,7 +33,7 @@ fn weighted_random_follows_weights_within_three_percent() {
         .unwrap();
     let s = selector(&p);
     let weights = [100u32, 200, 300, 400];
-    s.endpoints_changed(table(&weights));
+    s.endpoints_changed(&table(&weights));
     s.define_set(0, vec![0, 1, 2, 3]);
     let mut counts = [0u32; 4];
     let n = 100_000;
@@ -72,7 +71,7 @@ fn least_active_prefers_the_idle_endpoint() {
     }
     facts.get(2).unwrap().started();
     let s = selector(&p);
-    s.endpoints_changed(table(&[100; 3]));
+    s.endpoints_changed(&table(&[100; 3]));
     s.define_set(0, vec![0, 1, 2]);
     let idle = (0..1000)
         .filter(|i| s.select(0, *i).unwrap().endpoint == 1)
@@ -97,11 +96,11 @@ fn p2c_ewma_avoids_the_slow_endpoint() {
         cell.started();
         cell.finished(
             if id == 0 { 80_000_000 } else { 1_000_000 },
-            axle::plugin::bindings::wit::OutcomeClass::Success,
+            axle::spi::OutcomeClass::Success,
         );
     }
     let s = selector(&p);
-    s.endpoints_changed(table(&[100; 3]));
+    s.endpoints_changed(&table(&[100; 3]));
     s.define_set(0, vec![0, 1, 2]);
     let slow = (0..3000)
         .filter(|i| s.select(0, *i).unwrap().endpoint == 0)
@@ -139,7 +138,9 @@ fn token_bucket_admits_its_burst_then_its_rate() {
         .count();
     assert_eq!(admitted, 5, "the burst, then nothing at 0.5/s");
     match l.acquire(a, 1).admission {
-        Admission::Reject(ms) => assert!((1_000..=2_000).contains(&ms), "retry after {ms} ms"),
+        Admission::Reject { retry_after_ms: ms } => {
+            assert!((1_000..=2_000).contains(&ms), "retry after {ms} ms")
+        }
         Admission::Admit => panic!("admitted beyond the burst"),
     }
     let other = (0..50)
@@ -227,10 +228,10 @@ fn tag_router_keeps_requests_in_their_lane() {
     let Plugin::Router(r) = &p.plugin else {
         panic!("not a router")
     };
-    let mut tb = (*table(&[100; 4])).clone();
-    tb.endpoints[0].tags = vec![("lane".into(), "canary".into())];
-    tb.endpoints[2].tags = vec![("lane".into(), "canary".into())];
-    r.endpoints_changed(Arc::new(tb));
+    let mut endpoints = table(&[100; 4]).endpoints().to_vec();
+    endpoints[0].tags = vec![("lane".into(), "canary".into())];
+    endpoints[2].tags = vec![("lane".into(), "canary".into())];
+    r.endpoints_changed(&axle::spi::EndpointTable::new(1, endpoints));
     let request = |lane: Option<&str>| RouteRequest {
         service: "echo".into(),
         method: "say".into(),

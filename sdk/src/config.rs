@@ -2,27 +2,7 @@
 //! typed getters whose errors name the key — the kernel prefixes the plugin's name and the
 //! manifest file, so a user sees `plugins.tb.config: key `rate`: expected ...`.
 
-/// One config value (mirrors WIT `config-value`).
-#[derive(Clone, Debug, PartialEq)]
-pub enum ConfigValue {
-    Flag(bool),
-    Int(i64),
-    Float(f64),
-    Text(String),
-    Texts(Vec<String>),
-}
-
-impl ConfigValue {
-    fn kind(&self) -> &'static str {
-        match self {
-            ConfigValue::Flag(_) => "a boolean",
-            ConfigValue::Int(_) => "an integer",
-            ConfigValue::Float(_) => "a float",
-            ConfigValue::Text(_) => "a string",
-            ConfigValue::Texts(_) => "an array",
-        }
-    }
-}
+pub use axle_spi::ConfigValue;
 
 /// A plugin's config: dotted key → value.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -3,7 +3,7 @@
 //! In a component these call the `axle:spi/host` imports; natively (tests, benches) they
 //! read the thread-local fake host that [`crate::testing`] controls.
 
-use crate::types::{EndpointFacts, EndpointId, LogLevel};
+use axle_spi::{EndpointFacts, EndpointId, LogLevel};
 
 /// Monotonic nanoseconds since the kernel started.
 pub fn now_ns() -> u64 {
@@ -36,8 +36,8 @@ use crate::testing::fake_host as imp;
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
-    use crate::types::{EndpointFacts, EndpointId, LogLevel};
     use crate::wasm::base::axle::spi::{host, types as wit};
+    use axle_spi::{EndpointFacts, EndpointId, LogLevel};
 
     pub fn now_ns() -> u64 {
         host::now_ns()

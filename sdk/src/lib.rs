@@ -32,8 +32,7 @@ pub mod host;
 mod kinds;
 mod rng;
 pub mod testing;
-mod tree;
-mod types;
+pub use axle_spi::*;
 
 pub use config::{Config, ConfigValue};
 pub use kinds::health_scorer::HealthScorer;
@@ -42,8 +41,6 @@ pub use kinds::router::{Router, RouterRuntime};
 pub use kinds::selector::{CandidateSet, Selector, SelectorRuntime};
 pub use kinds::serializer::Serializer;
 pub use rng::Rng;
-pub use tree::{Tree, MAX_DEPTH};
-pub use types::*;
 
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]

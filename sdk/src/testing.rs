@@ -7,7 +7,7 @@
 //! assert_eq!(axle_sdk::host::now_ns(), 5_000);
 //! ```
 
-use crate::types::{EndpointFacts, EndpointId, LogLevel};
+use axle_spi::{EndpointFacts, EndpointId, LogLevel};
 use std::cell::RefCell;
 use std::collections::HashMap;
 

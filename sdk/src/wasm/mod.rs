@@ -15,7 +15,7 @@ pub mod base {
     });
 }
 
-use crate::types as sdk;
+use axle_spi as sdk;
 use base::axle::spi::types as wit;
 
 pub fn config(entries: wit::Config) -> crate::Config {

@@ -1,0 +1,154 @@
+//! The admin endpoint: a running kernel's own `axle.admin` service, on a separate
+//! loopback listener, served by Axle's own transport and server pipeline, JSON in and out.
+//!
+//! An [`Admin`] holds what it exposes — named [`Client`]s and [`Server`]s — and a table of
+//! methods. Built in: `stats` (both views, [`StatsReport`]) and `methods` (the table's
+//! names). Adding one is one function and one line:
+//!
+//! ```ignore
+//! async fn swap(targets: Arc<Targets>, body: serde_json::Value) -> Result<Value, Status> {
+//!     let client = targets.client(body["client"].as_str().unwrap_or_default())?;
+//!     /* ... */
+//! }
+//! let admin = Admin::new().client("demo", client).method("swap", swap);
+//! ```
+
+mod address;
+mod client;
+mod error;
+mod method;
+mod stats;
+mod swap;
+mod targets;
+
+pub use address::{resolve, Exposure};
+pub use client::request;
+pub use error::AdminError;
+pub use method::{handler, method, AdminMethod, JSON};
+pub use stats::{stats, ClientStats, ServerStats, StatsReport};
+pub use targets::Targets;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use axle_client::Client;
+use axle_server::{Server, ServerBuilder, Status};
+
+/// The admin service's name on the wire.
+pub const SERVICE: &str = "axle.admin";
+
+/// Where the admin endpoint listens unless told otherwise (next to `axle serve`'s 7300).
+pub const DEFAULT_ADDR: &str = "127.0.0.1:7301";
+
+/// Builds an admin endpoint.
+pub struct Admin {
+    targets: Targets,
+    methods: BTreeMap<String, AdminMethod>,
+}
+
+impl Default for Admin {
+    fn default() -> Self {
+        Admin::new()
+    }
+}
+
+impl Admin {
+    /// An admin endpoint with the built-in methods and nothing to expose yet.
+    pub fn new() -> Self {
+        Admin {
+            targets: Targets::default(),
+            methods: BTreeMap::new(),
+        }
+        .method("stats", stats)
+    }
+
+    /// Exposes `client` as `name`.
+    pub fn client(mut self, name: &str, client: Client) -> Self {
+        self.targets.clients.insert(name.to_string(), client);
+        self
+    }
+
+    /// Offers the `swap` method: `{"slot": "selector", "plugin": "p2c-ewma"}` fills a
+    /// slot of this kernel's clients and servers through `swapper`.
+    pub fn swapper(mut self, swapper: Arc<axle_swap::Swapper>) -> Self {
+        self.targets.swapper = Some(swapper);
+        self.method("swap", swap::swap)
+    }
+
+    /// Exposes `server` as `name` (its counters; it still stops on its own).
+    pub fn server(mut self, name: &str, server: &Server) -> Self {
+        self.targets
+            .servers
+            .insert(name.to_string(), server.observer());
+        self
+    }
+
+    /// Adds (or replaces) method `name`.
+    pub fn method<F, Fut>(mut self, name: &str, f: F) -> Self
+    where
+        F: Fn(Arc<Targets>, Value) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Value, Status>> + Send + 'static,
+    {
+        self.methods.insert(name.to_string(), method(f));
+        self
+    }
+
+    /// The methods it will serve.
+    pub fn method_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.methods.keys().cloned().collect();
+        names.push("methods".into());
+        names.sort();
+        names
+    }
+
+    /// Listens on `addr` (loopback only unless `exposure` says otherwise) and serves.
+    pub async fn bind(self, addr: &str, exposure: Exposure) -> Result<AdminServer, AdminError> {
+        let at = resolve(addr, exposure).await?;
+        let names = Value::from(self.method_names());
+        let targets = Arc::new(self.targets);
+        let mut builder = ServerBuilder::new().method(
+            SERVICE,
+            "methods",
+            handler(
+                targets.clone(),
+                method(move |_, _| std::future::ready(Ok(names.clone()))),
+            ),
+        );
+        for (name, m) in self.methods {
+            builder = builder.method(SERVICE, &name, handler(targets.clone(), m));
+        }
+        let server = builder
+            .bind(&at.to_string())
+            .await
+            .map_err(|source| AdminError::Bind {
+                addr: addr.to_string(),
+                source,
+            })?;
+        tracing::info!(addr = %server.local_addr(), "admin endpoint listening");
+        Ok(AdminServer { server })
+    }
+}
+
+/// A listening admin endpoint.
+pub struct AdminServer {
+    server: Server,
+}
+
+impl AdminServer {
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// Stops it (requests in flight get `drain` to finish).
+    pub async fn shutdown(self, drain: Duration) {
+        self.server.shutdown(drain).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

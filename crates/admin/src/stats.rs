@@ -1,0 +1,64 @@
+//! The `stats` admin method: every client's view of its endpoints (the seed's
+//! `ClientInvokeInfo`) and every server's view of its methods (`ServerHandleInfo`), as
+//! one [`StatsReport`].
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Targets;
+use axle_client::ServiceView;
+use axle_server::{ServerView, Status};
+
+/// What `stats` answers (and `axle stats --json` prints).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StatsReport {
+    pub clients: Vec<ClientStats>,
+    pub servers: Vec<ServerStats>,
+}
+
+/// One client: per service, per endpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClientStats {
+    pub name: String,
+    pub services: Vec<ServiceView>,
+}
+
+/// One server: per service/method.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ServerStats {
+    pub name: String,
+    #[serde(flatten)]
+    pub view: ServerView,
+}
+
+impl StatsReport {
+    /// The report of `targets` now.
+    pub fn of(targets: &Targets) -> StatsReport {
+        StatsReport {
+            clients: targets
+                .clients
+                .iter()
+                .map(|(name, c)| ClientStats {
+                    name: name.clone(),
+                    services: c.services(),
+                })
+                .collect(),
+            servers: targets
+                .servers
+                .iter()
+                .map(|(name, s)| ServerStats {
+                    name: name.clone(),
+                    view: s.stats(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The method: takes nothing (`null` or `{}`).
+pub async fn stats(targets: Arc<Targets>, _body: Value) -> Result<Value, Status> {
+    serde_json::to_value(StatsReport::of(&targets))
+        .map_err(|e| Status::internal(format!("cannot encode the stats: {e}")))
+}

@@ -1,0 +1,46 @@
+//! What admin methods act on: the running kernel's clients and servers, by name.
+
+use std::collections::BTreeMap;
+
+use axle_client::Client;
+use axle_server::ServerObserver;
+
+/// The clients and servers an admin endpoint exposes (a demo: one consumer client and
+/// three providers; `axle serve`: one server).
+#[derive(Clone, Default)]
+pub struct Targets {
+    pub clients: BTreeMap<String, Client>,
+    pub servers: BTreeMap<String, ServerObserver>,
+    /// Swaps this kernel's plugins (the `swap` method); none: swapping is not offered.
+    pub swapper: Option<std::sync::Arc<axle_swap::Swapper>>,
+}
+
+impl Targets {
+    /// The client named `name`, or a `not_found` naming the ones there are.
+    pub fn client(&self, name: &str) -> Result<&Client, axle_server::Status> {
+        self.clients
+            .get(name)
+            .ok_or_else(|| not_found("client", name, self.clients.keys()))
+    }
+
+    /// The server named `name`, or a `not_found` naming the ones there are.
+    pub fn server(&self, name: &str) -> Result<&ServerObserver, axle_server::Status> {
+        self.servers
+            .get(name)
+            .ok_or_else(|| not_found("server", name, self.servers.keys()))
+    }
+}
+
+fn not_found<'a>(
+    what: &str,
+    name: &str,
+    have: impl Iterator<Item = &'a String>,
+) -> axle_server::Status {
+    axle_server::Status {
+        class: axle_wire::ErrorClass::NotFound,
+        message: format!(
+            "no {what} `{name}` here (have: {})",
+            have.cloned().collect::<Vec<_>>().join(", ")
+        ),
+    }
+}

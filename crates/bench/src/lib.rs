@@ -1,0 +1,302 @@
+//! `axle bench plugins`: what each plugin's hot functions cost per call, beside the floor
+//! (an empty scalar component call) measured in the same run, and beside the native twin
+//! of each shipped algorithm. Numbers are best-of-N of calibrated loops: ratios within one
+//! run are the point, absolute figures move with the machine.
+
+pub mod languages;
+pub mod native;
+pub mod rpc;
+pub mod swap;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use axle::manifest::{ComponentSource, Manifest};
+use axle::plugin::kinds::health_scorer::{HealthState, Verdict, WindowStats};
+use axle::plugin::kinds::router::RouteRequest;
+use axle::plugin::kinds::serializer::{Node, Value};
+use axle::plugin::selfcheck::sample_table;
+use axle::plugin::{LoadError, Plugin, PluginHost};
+use axle::spi::LimitKey;
+
+/// Endpoint counts selectors and routers are measured at.
+pub const ENDPOINT_COUNTS: [u32; 3] = [10, 1_000, 10_000];
+
+/// Payload sizes serializers are measured at.
+pub const PAYLOADS: [(&str, usize); 3] = [("64B", 64), ("1KiB", 1024), ("64KiB", 64 * 1024)];
+
+/// One measured function.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Row {
+    pub name: String,
+    pub kind: String,
+    pub function: String,
+    pub param: String,
+    pub wasm_ns: f64,
+    /// The native twin's cost (shipped algorithms only).
+    pub native_ns: Option<f64>,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Report {
+    pub floor_ns: f64,
+    pub plugins: Vec<Row>,
+}
+
+/// How long one timing loop runs, and how many loops (the best is kept).
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    pub loop_time: Duration,
+    pub loops: u32,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            loop_time: Duration::from_millis(30),
+            loops: 3,
+        }
+    }
+}
+
+/// Nanoseconds per call of `f`, best of `budget.loops` calibrated loops.
+pub fn ns_per_call(budget: Budget, mut f: impl FnMut(u64)) -> f64 {
+    // Calibrate: double the batch until it fills a tenth of the loop time.
+    let mut batch = 1u64;
+    loop {
+        let start = Instant::now();
+        for i in 0..batch {
+            f(i);
+        }
+        if start.elapsed() >= budget.loop_time / 10 || batch >= 1 << 30 {
+            break;
+        }
+        batch *= 2;
+    }
+    let mut best = f64::INFINITY;
+    for _ in 0..budget.loops.max(1) {
+        let start = Instant::now();
+        let mut calls = 0u64;
+        while start.elapsed() < budget.loop_time {
+            for i in 0..batch {
+                f(i);
+            }
+            calls += batch;
+        }
+        best = best.min(start.elapsed().as_nanos() as f64 / calls as f64);
+    }
+    best
+}
+
+/// A value of about `size` bytes once encoded: a small record around a text payload.
+pub fn sample_value(size: usize) -> Value {
+    let text = "x".repeat(size.saturating_sub(32));
+    Value {
+        nodes: vec![
+            Node::Mapping(3),
+            Node::Text("id".into()),
+            Node::Signed(1),
+            Node::Text("name".into()),
+            Node::Text("axle".into()),
+            Node::Text("payload".into()),
+            Node::Text(text),
+        ],
+    }
+}
+
+fn sdk_value(v: &Value) -> axle_sdk::Value {
+    axle_sdk::Value {
+        nodes: v
+            .nodes
+            .iter()
+            .map(|n| match n {
+                Node::Null => axle_sdk::Node::Null,
+                Node::Boolean(b) => axle_sdk::Node::Boolean(*b),
+                Node::Signed(i) => axle_sdk::Node::Signed(*i),
+                Node::Unsigned(u) => axle_sdk::Node::Unsigned(*u),
+                Node::Float(f) => axle_sdk::Node::Float(*f),
+                Node::Text(s) => axle_sdk::Node::Text(s.clone()),
+                Node::Binary(b) => axle_sdk::Node::Binary(b.clone()),
+                Node::Array(n) => axle_sdk::Node::Array(*n),
+                Node::Mapping(n) => axle_sdk::Node::Mapping(*n),
+            })
+            .collect(),
+    }
+}
+
+fn route_request() -> RouteRequest {
+    RouteRequest {
+        service: "bench".into(),
+        method: "call".into(),
+        tags: vec![("lane".into(), "canary".into())],
+        consumer_app: "bench".into(),
+    }
+}
+
+fn window_stats() -> WindowStats {
+    WindowStats {
+        endpoint: 0,
+        window_ms: 10_000,
+        total: 200,
+        timeouts: 3,
+        failures: 2,
+        rejected: 1,
+        consecutive_failures: 0,
+        heartbeat_failures: 0,
+        ewma_latency_ns: 1_500_000,
+        previous: HealthState::Healthy,
+    }
+}
+
+/// Runs the benchmark over every plugin of `manifest`.
+pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Report, LoadError> {
+    let mut floor = host.floor()?;
+    let floor_ns = ns_per_call(budget, |i| {
+        let _ = black_box(floor.call("noop", |b, s| b.call_noop(s, i)));
+    });
+
+    let mut rows = Vec::new();
+    for spec in manifest.plugins.values() {
+        let loaded = host.load(spec)?;
+        let builtin = match &spec.component {
+            ComponentSource::Builtin(name) => Some(name.as_str()),
+            ComponentSource::File(_) => None,
+        };
+        let config = native::config(axle::plugin::config::flatten(&spec.config));
+        let mut row = |function: &str, param: String, wasm_ns: f64, native_ns: Option<f64>| {
+            rows.push(Row {
+                name: spec.name.clone(),
+                kind: spec.kind.to_string(),
+                function: function.to_string(),
+                param,
+                wasm_ns,
+                native_ns,
+            })
+        };
+        match &loaded.plugin {
+            Plugin::Selector(p) => {
+                for n in ENDPOINT_COUNTS {
+                    let table = sample_table(u64::from(n), n);
+                    p.endpoints_changed(&table);
+                    p.define_set(0, (0..n).collect());
+                    let wasm = ns_per_call(budget, |i| {
+                        black_box(p.select(0, i));
+                    });
+                    let native = builtin
+                        .and_then(|b| native::selector(b, &config))
+                        .map(|mut s| {
+                            s.endpoints_changed(table.clone());
+                            s.define_set(0, (0..n).collect());
+                            ns_per_call(budget, |i| {
+                                black_box(s.select(0, i));
+                            })
+                        });
+                    row("select", n.to_string(), wasm, native);
+                }
+            }
+            Plugin::Router(p) => {
+                let request = route_request();
+                for n in ENDPOINT_COUNTS {
+                    let table = sample_table(u64::from(n), n);
+                    let candidates: Vec<u32> = (0..n).collect();
+                    p.endpoints_changed(&table);
+                    let wasm = ns_per_call(budget, |_| {
+                        black_box(p.route(&candidates, &request));
+                    });
+                    let native = builtin
+                        .and_then(|b| native::router(b, &config))
+                        .map(|mut r| {
+                            r.endpoints_changed(table.clone());
+                            let req = request.clone();
+                            ns_per_call(budget, |_| {
+                                black_box(r.route(&candidates, &req));
+                            })
+                        });
+                    row("route", n.to_string(), wasm, native);
+                }
+            }
+            Plugin::Serializer(p) => {
+                for (label, size) in PAYLOADS {
+                    let value = sample_value(size);
+                    let Ok(bytes) = p.encode(&value) else {
+                        continue;
+                    };
+                    let enc = ns_per_call(budget, |_| {
+                        let _ = black_box(p.encode(&value));
+                    });
+                    let dec = ns_per_call(budget, |_| {
+                        let _ = black_box(p.decode(&bytes));
+                    });
+                    let twin = builtin.and_then(|b| native::serializer(b, &config));
+                    let (nenc, ndec) = match twin {
+                        Some(mut s) => {
+                            let v = sdk_value(&value);
+                            let e = ns_per_call(budget, |_| {
+                                let _ = black_box(s.encode(&v));
+                            });
+                            let d = ns_per_call(budget, |_| {
+                                let _ = black_box(s.decode(&bytes));
+                            });
+                            (Some(e), Some(d))
+                        }
+                        None => (None, None),
+                    };
+                    row("encode", label.to_string(), enc, nenc);
+                    row("decode", label.to_string(), dec, ndec);
+                }
+            }
+            Plugin::HealthScorer(p) => {
+                let stats = window_stats();
+                let previous = Verdict {
+                    state: HealthState::Healthy,
+                    weight_permille: 1000,
+                };
+                let wasm = ns_per_call(budget, |_| {
+                    black_box(p.score(&stats, previous));
+                });
+                let native =
+                    builtin
+                        .and_then(|b| native::health_scorer(b, &config))
+                        .map(|mut s| {
+                            let st = axle_sdk::WindowStats {
+                                total: stats.total,
+                                timeouts: stats.timeouts,
+                                failures: stats.failures,
+                                rejected: stats.rejected,
+                                ewma_latency_ns: stats.ewma_latency_ns,
+                                window_ms: stats.window_ms,
+                                ..Default::default()
+                            };
+                            ns_per_call(budget, |_| {
+                                black_box(native::score(&mut s, &st));
+                            })
+                        });
+                row("score", "-".into(), wasm, native);
+            }
+            Plugin::Limiter(p) => {
+                let key = p.key_id(&LimitKey {
+                    service: "bench".into(),
+                    method: "call".into(),
+                    consumer_app: String::new(),
+                    consumer_ip: "127.0.0.1".into(),
+                });
+                let wasm = ns_per_call(budget, |_| {
+                    black_box(p.acquire(key, 1));
+                });
+                let native = builtin
+                    .and_then(|b| native::limiter(b, &config))
+                    .map(|mut l| {
+                        ns_per_call(budget, |_| {
+                            black_box(l.acquire(0, 1));
+                        })
+                    });
+                row("acquire", "-".into(), wasm, native);
+            }
+        }
+    }
+    Ok(Report {
+        floor_ns,
+        plugins: rows,
+    })
+}

@@ -1,0 +1,116 @@
+//! Native twins of the shipped plugins: the very same strategy code (the plugin crates,
+//! compiled for the host through `axle-sdk`'s runtimes), so `axle bench plugins` reports
+//! what the wasm boundary costs as a ratio, not a guess.
+
+use axle_sdk::{
+    Config, ConfigValue, HealthScorer, LimitKey, LimiterRuntime, RouterRuntime, Selector,
+    SelectorRuntime, Serializer, Value, WindowStats,
+};
+
+/// A selector run natively.
+pub trait NativeSelector {
+    fn endpoints_changed(&mut self, table: axle_sdk::EndpointTable);
+    fn define_set(&mut self, id: u32, members: Vec<u32>);
+    fn select(&mut self, id: u32, hash_key: u64) -> Option<u32>;
+}
+
+impl<T: Selector> NativeSelector for SelectorRuntime<T> {
+    fn endpoints_changed(&mut self, table: axle_sdk::EndpointTable) {
+        SelectorRuntime::endpoints_changed(self, table)
+    }
+    fn define_set(&mut self, id: u32, members: Vec<u32>) {
+        SelectorRuntime::define_set(self, id, members)
+    }
+    fn select(&mut self, id: u32, hash_key: u64) -> Option<u32> {
+        SelectorRuntime::select(self, id, hash_key)
+    }
+}
+
+/// The native twin of builtin selector `name`.
+pub fn selector(name: &str, config: &Config) -> Option<Box<dyn NativeSelector>> {
+    fn boxed<T: Selector>(c: &Config) -> Option<Box<dyn NativeSelector>> {
+        SelectorRuntime::<T>::new(c)
+            .ok()
+            .map(|r| Box::new(r) as Box<dyn NativeSelector>)
+    }
+    match name {
+        "round-robin" => boxed::<axle_plugin_round_robin::RoundRobin>(config),
+        "random" => boxed::<axle_plugin_random::Random>(config),
+        "weighted-random" => boxed::<axle_plugin_weighted_random::WeightedRandom>(config),
+        "least-active" => boxed::<axle_plugin_least_active::LeastActive>(config),
+        "p2c-ewma" => boxed::<axle_plugin_p2c_ewma::P2cEwma>(config),
+        _ => None,
+    }
+}
+
+/// The native twin of builtin router `name`.
+pub fn router(name: &str, config: &Config) -> Option<RouterRuntime<axle_plugin_tag::TagRouter>> {
+    match name {
+        "tag" => RouterRuntime::new(config).ok(),
+        _ => None,
+    }
+}
+
+/// A serializer run natively.
+pub trait NativeSerializer {
+    fn encode(&mut self, value: &Value) -> Result<Vec<u8>, String>;
+    fn decode(&mut self, bytes: &[u8]) -> Result<Value, String>;
+}
+
+impl<T: Serializer> NativeSerializer for T {
+    fn encode(&mut self, value: &Value) -> Result<Vec<u8>, String> {
+        Serializer::encode(self, value)
+    }
+    fn decode(&mut self, bytes: &[u8]) -> Result<Value, String> {
+        Serializer::decode(self, bytes)
+    }
+}
+
+/// The native twin of builtin serializer `name`.
+pub fn serializer(name: &str, config: &Config) -> Option<Box<dyn NativeSerializer>> {
+    match name {
+        "json" => axle_plugin_json::JsonSerializer::new(config)
+            .ok()
+            .map(|s| Box::new(s) as Box<dyn NativeSerializer>),
+        "msgpack" => axle_plugin_msgpack::MsgpackSerializer::new(config)
+            .ok()
+            .map(|s| Box::new(s) as Box<dyn NativeSerializer>),
+        _ => None,
+    }
+}
+
+/// The native twin of builtin health scorer `name`.
+pub fn health_scorer(
+    name: &str,
+    config: &Config,
+) -> Option<axle_plugin_availability::Availability> {
+    match name {
+        "availability" => axle_plugin_availability::Availability::new(config).ok(),
+        _ => None,
+    }
+}
+
+/// Scores natively (for the twin's timing loop).
+pub fn score(s: &mut axle_plugin_availability::Availability, stats: &WindowStats) -> u32 {
+    s.score(stats).weight_permille
+}
+
+/// The native twin of builtin limiter `name`, with key 0 defined.
+pub fn limiter(
+    name: &str,
+    config: &Config,
+) -> Option<LimiterRuntime<axle_plugin_token_bucket::TokenBucket>> {
+    match name {
+        "token-bucket" => {
+            let mut rt = LimiterRuntime::new(config).ok()?;
+            rt.key_defined(0, LimitKey::default());
+            Some(rt)
+        }
+        _ => None,
+    }
+}
+
+/// A plugin's config list as the SDK's config.
+pub fn config(flat: Vec<(String, ConfigValue)>) -> Config {
+    Config { entries: flat }
+}

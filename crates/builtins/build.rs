@@ -1,0 +1,62 @@
+//! Builds the shipped plugins (`plugins/`) and the bench floor for `wasm32-wasip2` and
+//! embeds them, so the `axle` binary runs on its embedded defaults with nothing beside it.
+//! This is the one place the shipped plugins are built; `host-tests/build.rs` builds its
+//! own hostile fixtures with the same helper.
+
+#[path = "guest_build.rs"]
+mod guest_build;
+
+use guest_build::{artifact, build_groups, target_dir, workspace_root};
+use std::path::PathBuf;
+
+/// (builtin name, crate, sdk feature group).
+const BUILTINS: &[(&str, &str, &str)] = &[
+    ("json", "axle-plugin-json", "serializer"),
+    ("msgpack", "axle-plugin-msgpack", "serializer"),
+    ("round-robin", "axle-plugin-round-robin", "selector"),
+    ("random", "axle-plugin-random", "selector"),
+    ("weighted-random", "axle-plugin-weighted-random", "selector"),
+    ("least-active", "axle-plugin-least-active", "selector"),
+    ("p2c-ewma", "axle-plugin-p2c-ewma", "selector"),
+    ("tag", "axle-plugin-tag", "router"),
+    ("availability", "axle-plugin-availability", "health-scorer"),
+    ("token-bucket", "axle-plugin-token-bucket", "limiter"),
+];
+
+/// The empty component of `axle bench plugins` (the floor every call is compared with).
+const FLOOR: (&str, &str) = ("axle-plugin-floor", "floor");
+
+fn main() {
+    let root = workspace_root(2);
+    for dir in ["plugins", "sdk", "wit", "crates/spi", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+    println!("cargo:rerun-if-changed=guest_build.rs");
+    let target_dir = target_dir(&root);
+    let crates: Vec<(&str, &str)> = BUILTINS.iter().map(|b| (b.1, b.2)).chain([FLOOR]).collect();
+    build_groups(&root, &target_dir, &crates);
+
+    let mut src = String::from("/// (name, component bytes) of every builtin plugin.\n");
+    src.push_str("static BUILTINS: &[(&str, &[u8])] = &[\n");
+    for (name, krate, _) in BUILTINS {
+        src.push_str(&format!(
+            "    ({name:?}, include_bytes!({:?})),\n",
+            artifact(&target_dir, krate).display().to_string()
+        ));
+    }
+    src.push_str("];\n");
+    src.push_str(&format!(
+        "static FLOOR: &[u8] = include_bytes!({:?});\n",
+        artifact(&target_dir, FLOOR.0).display().to_string()
+    ));
+    src.push_str(&format!(
+        "static TARGET_DIR: &str = {:?};\n",
+        target_dir
+            .parent()
+            .expect("<target>/wasm")
+            .display()
+            .to_string()
+    ));
+    let out = PathBuf::from(guest_build::env("OUT_DIR")).join("builtin.rs");
+    std::fs::write(&out, src).expect("write builtin.rs");
+}

@@ -1,0 +1,222 @@
+//! `axle bench plugins` (with `--languages`) and `axle bench rpc`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use axle::manifest::Manifest;
+use axle::plugin::PluginHost;
+use axle_bench::{self as bench, Budget, Report};
+
+pub fn plugins(manifest: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let manifest = Manifest::load_or_embedded(manifest)?;
+    let host = PluginHost::with_default_cache()?;
+    let report = bench::run(&host, &manifest, Budget::default())?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_table(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `axle bench plugins --languages`.
+pub fn languages(target_dir: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let target = target_dir.map_or_else(bench::languages::default_target_dir, Path::to_path_buf);
+    let host = PluginHost::with_default_cache()?;
+    let report = bench::languages::run(&host, &target, Budget::default())?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "round-robin selector in each language: select on a set of {} endpoints; \
+         floor (empty scalar component call) {:.0} ns\n",
+        report.endpoints, report.floor_ns
+    );
+    println!(
+        "{:<18} {:>10} {:>10} {:>22} {:>11} {:>11} {:>10}",
+        "language",
+        "component",
+        "compiled",
+        "first load",
+        "cached load",
+        "instantiate",
+        "select ns"
+    );
+    for r in &report.rows {
+        let first = format!(
+            "{} {:.1} ms",
+            if r.first_load_cache_hit {
+                "cache hit"
+            } else {
+                "compiled"
+            },
+            r.first_load_ms
+        );
+        println!(
+            "{:<18} {:>10} {:>10} {:>22} {:>8.2} ms {:>8.0} µs {:>10.0}",
+            r.language,
+            super::size(r.size_bytes),
+            r.artifact_bytes.map_or("-".into(), |b| super::size(
+                usize::try_from(b).unwrap_or(usize::MAX)
+            )),
+            first,
+            r.cached_load_ms,
+            r.instantiate_us,
+            r.select_ns
+        );
+    }
+    for m in &report.missing {
+        println!(
+            "{:<18} not built ({}): {}",
+            m.language, m.component, m.build
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `axle bench rpc`.
+pub fn rpc(
+    manifest: Option<&Path>,
+    json: bool,
+    seconds: f64,
+    systems: &[String],
+) -> anyhow::Result<ExitCode> {
+    for s in systems {
+        if !bench::rpc::SYSTEMS.contains(&s.as_str()) {
+            anyhow::bail!(
+                "unknown system `{s}` (systems: {})",
+                bench::rpc::SYSTEMS.join(", ")
+            );
+        }
+    }
+    let systems: Vec<&str> = if systems.is_empty() {
+        bench::rpc::SYSTEMS.to_vec()
+    } else {
+        systems.iter().map(String::as_str).collect()
+    };
+    let manifest = Manifest::load_or_embedded(manifest)?;
+    let host = PluginHost::with_default_cache()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let duration = std::time::Duration::from_secs_f64(seconds.clamp(0.1, 600.0));
+    let report = rt.block_on(bench::rpc::run(
+        &host,
+        &manifest,
+        duration,
+        &[1, 64],
+        &systems,
+    ))?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "loopback echo, {} B payload, {:.1} s per run\n",
+        report.payload_bytes, report.seconds_per_run
+    );
+    println!(
+        "{:<8} {:>11} {:>10} {:>12} {:>10} {:>10} {:>7}",
+        "system", "concurrency", "requests", "req/s", "p50 µs", "p99 µs", "errors"
+    );
+    for r in &report.rows {
+        println!(
+            "{:<8} {:>11} {:>10} {:>12.0} {:>10.1} {:>10.1} {:>7}",
+            r.system, r.concurrency, r.requests, r.req_per_s, r.p50_us, r.p99_us, r.errors
+        );
+    }
+    if let Some(x) = &report.ratios {
+        println!(
+            "\nat concurrency {}: axle/tonic req/s {:.2} (target >= 1.5), axle/raw req/s {:.2} \
+             (target >= 0.7), axle/tonic p99 {:.2} (target <= 1)",
+            x.concurrency, x.axle_vs_tonic, x.axle_vs_raw, x.axle_p99_vs_tonic
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_table(report: &Report) {
+    println!(
+        "floor (empty scalar component call, same run): {:.0} ns\n",
+        report.floor_ns
+    );
+    println!(
+        "{:<16} {:<14} {:<8} {:>7} {:>10} {:>10} {:>8} {:>9}",
+        "plugin", "kind", "function", "param", "wasm ns", "native ns", "x floor", "x native"
+    );
+    for r in &report.plugins {
+        let native = r.native_ns.map_or("-".into(), |n| format!("{n:.1}"));
+        let vs_native = r
+            .native_ns
+            .map_or("-".into(), |n| format!("{:.1}", r.wasm_ns / n.max(0.1)));
+        println!(
+            "{:<16} {:<14} {:<8} {:>7} {:>10.1} {:>10} {:>8.2} {:>9}",
+            r.name,
+            r.kind,
+            r.function,
+            r.param,
+            r.wasm_ns,
+            native,
+            r.wasm_ns / report.floor_ns,
+            vs_native
+        );
+    }
+    // The foundation's targets, read off this run.
+    println!(
+        "\nselector targets (≤ 2x floor at 10 endpoints; ≤ 1.2x own cost at 10 when at 10,000):"
+    );
+    let selectors: std::collections::BTreeSet<&str> = report
+        .plugins
+        .iter()
+        .filter(|r| r.kind == "selector")
+        .map(|r| r.name.as_str())
+        .collect();
+    for name in selectors {
+        let at = |n: &str| {
+            report
+                .plugins
+                .iter()
+                .find(|r| r.name == name && r.param == n)
+                .map(|r| r.wasm_ns)
+        };
+        if let (Some(small), Some(large)) = (at("10"), at("10000")) {
+            println!(
+                "  {name:<16} {:.2}x floor at 10, {:.2}x at 10,000 vs 10",
+                small / report.floor_ns,
+                large / small
+            );
+        }
+    }
+}
+
+/// `axle bench swap`.
+pub fn swap(json: bool) -> anyhow::Result<ExitCode> {
+    let host = std::sync::Arc::new(axle::plugin::PluginHost::with_default_cache()?);
+    let r = axle_bench::swap::run(host)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let ms = |us: u64| us as f64 / 1000.0;
+    println!(
+        "hot-swap of a cached Rust selector (round-robin <-> p2c-ewma), {} rounds each",
+        r.rounds
+    );
+    println!("{:<44} {:>9} {:>9} {:>9}", "", "p50 ms", "p90 ms", "max ms");
+    for (name, v) in [
+        (
+            "explicit (Client::swap, what `axle swap` runs)",
+            r.explicit_us,
+        ),
+        ("manifest saved -> new selector serving", r.file_us),
+    ] {
+        println!(
+            "{name:<44} {:>9.2} {:>9.2} {:>9.2}",
+            ms(v[0]),
+            ms(v[1]),
+            ms(v[2])
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,271 @@
+//! `axle serve`: hosts the built-in services (echo, flaky, kv) through the provider
+//! pipeline, until SIGTERM or Ctrl-C, then stops outside-in.
+//!
+//! With a registry that takes registrations (`--registry etcd://...`) it starts
+//! inside-out: plugins loaded, listening, ready (`--ready-delay-ms` stands in for an
+//! application's warm-up), then registered — one `registered KEY` line per service.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use axle::discovery::{Instance, RegistryUrl, ServiceKey};
+use axle::manifest::Manifest;
+use axle::plugin::PluginHost;
+use axle::server::ServerBuilder;
+use axle::services::{self, flaky::FlakyConfig};
+
+/// `axle serve` flags.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The manifest (default: the one embedded in the binary).
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// Where to listen (default: the manifest's [serve] listen, else 127.0.0.1:7300).
+    /// Port 0 picks a free port; the chosen address is printed.
+    #[arg(long)]
+    listen: Option<String>,
+    /// flaky: base latency of every request (ms).
+    #[arg(long)]
+    flaky_latency_ms: Option<f64>,
+    /// flaky: uniform extra latency 0..N (ms).
+    #[arg(long)]
+    flaky_jitter_ms: Option<f64>,
+    /// flaky: share of requests that take --flaky-slow-ms more.
+    #[arg(long)]
+    flaky_slow_rate: Option<f64>,
+    /// flaky: the slow tail's extra latency (ms).
+    #[arg(long)]
+    flaky_slow_ms: Option<f64>,
+    /// flaky: share of requests that fail with `internal`.
+    #[arg(long)]
+    flaky_fail_rate: Option<f64>,
+    /// flaky: share of requests that never answer.
+    #[arg(long)]
+    flaky_timeout_rate: Option<f64>,
+    /// Largest frame accepted or sent (bytes).
+    #[arg(long)]
+    max_frame_bytes: Option<usize>,
+    /// How long to wait for requests in flight when stopping (ms).
+    #[arg(long, default_value_t = 5000)]
+    drain_ms: u64,
+    #[command(flatten)]
+    admin: super::admin::AdminArgs,
+    /// Register with this registry: `etcd://HOST:PORT[,HOST:PORT]` (default: the
+    /// manifest's [discovery] registry; `static` and `file:` registries list providers
+    /// instead, so nothing is registered with them).
+    #[arg(long)]
+    registry: Option<String>,
+    /// The discovery namespace (environment) (default: [discovery] namespace).
+    #[arg(long)]
+    namespace: Option<String>,
+    /// The group to register in (default: [discovery] group).
+    #[arg(long)]
+    group: Option<String>,
+    /// The weight consumers give this provider once warm.
+    #[arg(long, default_value_t = axle::manifest::defaults::ENDPOINT_WEIGHT)]
+    weight: u32,
+    /// A tag `key=value` consumers' routers see (repeatable).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// The zone this provider runs in (also a `zone` tag).
+    #[arg(long)]
+    zone: Option<String>,
+    /// This provider's version (also a `version` tag).
+    #[arg(long)]
+    app_version: Option<String>,
+    /// Advertise this warm-up period (ms) to consumers (default: theirs).
+    #[arg(long)]
+    warmup_ms: Option<u64>,
+    /// Lease time-to-live of the registration (s) (default: [discovery] lease-ttl-s).
+    #[arg(long)]
+    lease_ttl_s: Option<u64>,
+    /// The address consumers dial (default: the listening address; required when
+    /// listening on 0.0.0.0 or [::]).
+    #[arg(long)]
+    advertise: Option<String>,
+    /// Wait this long after listening before the service counts as ready (a stand-in for
+    /// an application's own warm-up; registration waits for it).
+    #[arg(long, default_value_t = 0)]
+    ready_delay_ms: u64,
+}
+
+fn flaky(base: FlakyConfig, a: &Args) -> FlakyConfig {
+    FlakyConfig {
+        latency_ms: a.flaky_latency_ms.unwrap_or(base.latency_ms),
+        jitter_ms: a.flaky_jitter_ms.unwrap_or(base.jitter_ms),
+        slow_rate: a.flaky_slow_rate.unwrap_or(base.slow_rate),
+        slow_ms: a.flaky_slow_ms.unwrap_or(base.slow_ms),
+        fail_rate: a.flaky_fail_rate.unwrap_or(base.fail_rate),
+        timeout_rate: a.flaky_timeout_rate.unwrap_or(base.timeout_rate),
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
+    let flaky = flaky(manifest.serve.flaky, &args);
+    flaky
+        .validate()
+        .map_err(|e| anyhow::anyhow!("--flaky-*: {e}"))?;
+    let registry = match &args.registry {
+        Some(url) => RegistryUrl::parse(url)?,
+        None => manifest.discovery.registry.clone(),
+    };
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| manifest.discovery.namespace.clone());
+    let group = args
+        .group
+        .clone()
+        .unwrap_or_else(|| manifest.discovery.groups.primary.clone());
+    let mut instance = Instance::new("");
+    instance.weight = args.weight;
+    instance.zone = args.zone.clone();
+    instance.version = args.app_version.clone();
+    instance.warmup_ms = args.warmup_ms;
+    for tag in &args.tags {
+        let (k, v) = tag
+            .split_once('=')
+            .filter(|(k, _)| !k.is_empty())
+            .ok_or_else(|| anyhow::anyhow!("--tag takes key=value, got `{tag}`"))?;
+        instance.tags.insert(k.to_string(), v.to_string());
+    }
+    if let Some(ttl) = args.lease_ttl_s {
+        anyhow::ensure!(
+            (1..=3600).contains(&ttl),
+            "--lease-ttl-s must be 1..=3600 (got {ttl})"
+        );
+    }
+    // The registry is opened (and a bad one refused) before anything listens.
+    let backend = match &registry {
+        RegistryUrl::Etcd(_) => {
+            let mut options = manifest.backend_options();
+            if let Some(ttl) = args.lease_ttl_s {
+                options.lease_ttl = Duration::from_secs(ttl);
+            }
+            Some(axle::discovery::open(&registry, options)?)
+        }
+        _ => None,
+    };
+    let host = std::sync::Arc::new(PluginHost::with_default_cache()?);
+    let mut builder = ServerBuilder::new().with_manifest(&host, &manifest)?;
+    if args.ready_delay_ms > 0 {
+        let delay = Duration::from_millis(args.ready_delay_ms);
+        builder = builder.readiness(async move {
+            tokio::time::sleep(delay).await;
+            Ok(())
+        });
+    }
+    let mut builder = services::register(builder, flaky);
+    if let Some(max) = args.max_frame_bytes {
+        builder = builder.limits(axle::wire::Limits {
+            max_frame: max,
+            ..axle::wire::Limits::default()
+        });
+    }
+    let listen = args
+        .listen
+        .or(manifest.serve.listen.clone())
+        .unwrap_or_else(|| axle::manifest::defaults::LISTEN.to_string());
+    let mut server = builder
+        .bind(&listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+    // Hot-swap: the limiter follows the manifest file, and `axle swap` through the admin.
+    let swapper = std::sync::Arc::new(
+        axle::swap::Swapper::new(host.clone(), args.manifest.clone(), Vec::new())
+            .with_server(server.limiter_slot()),
+    );
+    let _watch = match &args.manifest {
+        Some(_) => Some(axle::swap::watch::start(swapper.clone(), |_| {})?),
+        None => None,
+    };
+    let admin = args
+        .admin
+        .start(
+            axle::admin::Admin::new()
+                .server("serve", &server)
+                .swapper(swapper),
+        )
+        .await?;
+    // The line scripts and tests wait for, then the admin endpoint's (a second line, so
+    // readers of the first are unaffected). A reader that went away is no reason to stop.
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on {}", server.local_addr());
+        if let Some(a) = &admin {
+            let _ = writeln!(out, "admin on {}", a.local_addr());
+        }
+        let _ = out.flush();
+    }
+    use std::io::Write;
+    if let RegistryUrl::Etcd(_) = registry {
+        instance.address = match &args.advertise {
+            Some(a) => {
+                axle::discovery::check_address(a)
+                    .map_err(|e| anyhow::anyhow!("--advertise: {e}"))?;
+                a.clone()
+            }
+            None if server.local_addr().ip().is_unspecified() => anyhow::bail!(
+                "listening on {}: say which address consumers dial with --advertise HOST:PORT",
+                server.local_addr()
+            ),
+            None => server.local_addr().to_string(),
+        };
+        let Some(backend) = &backend else {
+            anyhow::bail!("no registry backend for {registry:?}");
+        };
+        let keys = server
+            .services()
+            .iter()
+            .map(|s| ServiceKey::new(&namespace, s, &group))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ready_timeout = Duration::from_millis(manifest.discovery.ready_timeout_ms);
+        // Start inside-out: ready first, then visible. A stop signal meanwhile stops.
+        let registered = tokio::select! {
+            r = axle::exposure::register(&mut server, backend.as_ref(), &keys, instance, ready_timeout) => r?,
+            _ = wait_for_stop() => {
+                server.shutdown(Duration::from_millis(args.drain_ms)).await;
+                return Ok(ExitCode::SUCCESS);
+            }
+        };
+        for key in registered {
+            println!("registered {key}");
+        }
+        let _ = std::io::stdout().flush();
+    } else if args.registry.is_some() {
+        tracing::info!("{registry:?} lists providers; nothing to register with it");
+    }
+    wait_for_stop().await;
+    tracing::info!("stopping: draining requests in flight");
+    if let Some(a) = admin {
+        a.shutdown(Duration::ZERO).await;
+    }
+    server.shutdown(Duration::from_millis(args.drain_ms)).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_stop() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,160 @@
+//! The `axle` command.
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Axle: an RPC runtime whose strategies are WebAssembly plugins.
+#[derive(Parser)]
+#[command(name = "axle", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Three providers and a consumer on loopback, load for a few seconds, a report.
+    Demo(commands::demo::Args),
+    /// Host the built-in services (echo, flaky, kv).
+    Serve(commands::serve::Args),
+    /// One call through the full client pipeline; prints the JSON answer.
+    Call(commands::call::Args),
+    /// Per service and endpoint (client) and per method (server): state, calls, errors,
+    /// latency, in-flight — from a running kernel (--admin) or probed from a manifest.
+    Stats(commands::stats::Args),
+    /// Fill a slot of a running kernel with another plugin (hot-swap, via --admin).
+    Swap(commands::swap::Args),
+    /// Work with plugins.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+    /// Inspect the manifest.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Measure.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// The effective governance of SERVICE/METHOD and the tier each value came from.
+    Explain {
+        /// `service/method`.
+        target: String,
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum PluginsCommand {
+    /// Load every plugin of the manifest, self-check it, and print what it cost.
+    Check {
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// Write a plugin template (source, build file, manifest entry, README) that builds
+    /// and passes `axle plugins check` as generated.
+    New(commands::new::Args),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Loopback echo, 1 KiB: Axle with wasm plugins vs raw framing vs tonic (gRPC).
+    Rpc {
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Seconds per system and concurrency.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Only these systems (axle, raw, tonic; repeatable). Default: all three.
+        #[arg(long = "system")]
+        systems: Vec<String>,
+    },
+    /// How long a hot-swap takes: in the kernel, and from a saved manifest to serving.
+    Swap {
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// ns per call of every plugin's hot functions, beside the floor and native twins.
+    Plugins {
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Instead: the round-robin selector in every language side by side (Rust
+        /// built in; C, Python, JS built by `xtask examples`, skipped when missing).
+        #[arg(long, conflicts_with = "manifest")]
+        languages: bool,
+        /// With --languages: the target directory holding `<lang>-plugins/` (default:
+        /// the one this binary was built in).
+        #[arg(long, requires = "languages")]
+        target_dir: Option<PathBuf>,
+    },
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AXLE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => runtime().and_then(|rt| rt.block_on(commands::demo::run(args))),
+        Command::Serve(args) => runtime().and_then(|rt| rt.block_on(commands::serve::run(args))),
+        Command::Call(args) => runtime().and_then(|rt| rt.block_on(commands::call::run(args))),
+        Command::Stats(args) => runtime().and_then(|rt| rt.block_on(commands::stats::run(args))),
+        Command::Swap(args) => runtime().and_then(|rt| rt.block_on(commands::swap::run(args))),
+        Command::Config(ConfigCommand::Explain { target, manifest }) => {
+            commands::config::explain(manifest.as_deref(), &target)
+        }
+        Command::Plugins(PluginsCommand::Check { manifest }) => {
+            commands::check::run(manifest.as_deref())
+        }
+        Command::Plugins(PluginsCommand::New(args)) => commands::new::run(args),
+        Command::Bench(BenchCommand::Rpc {
+            manifest,
+            json,
+            seconds,
+            systems,
+        }) => commands::bench::rpc(manifest.as_deref(), json, seconds, &systems),
+        Command::Bench(BenchCommand::Swap { json }) => commands::bench::swap(json),
+        Command::Bench(BenchCommand::Plugins {
+            json,
+            languages: true,
+            target_dir,
+            ..
+        }) => commands::bench::languages(target_dir.as_deref(), json),
+        Command::Bench(BenchCommand::Plugins { manifest, json, .. }) => {
+            commands::bench::plugins(manifest.as_deref(), json)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("axle: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

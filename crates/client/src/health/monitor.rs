@@ -1,0 +1,307 @@
+//! The health monitor of one client: two tasks, off the request path.
+//!
+//! - **Heartbeats and probes**, every `heartbeat-interval-ms`: a ping on each connected
+//!   endpoint (lost `heartbeat-failures-dead` times in a row: the connection is closed and
+//!   the endpoint unreachable); a dial for an endpoint whose connection was lost (refused:
+//!   unreachable); and a probe — dial plus heartbeat — for each unreachable endpoint, and
+//!   for each removed one whose `readmit-sleep-ms` is over. A probe's answer decides: the
+//!   endpoint is re-admitted with a clean window, or sleeps again. One probe, not all the
+//!   traffic at once.
+//! - **Scoring**, every `health-interval-ms` and whenever the call path saw a refused
+//!   connect: the health-scorer plugin judges each reachable endpoint's window; then the
+//!   registry recomputes the rotations and publishes a new table if anything changed.
+//!
+//! Both hold the registry weakly between rounds: dropping the client ends them.
+
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use super::{HealthChange, HealthState, Settings, Status};
+use crate::registry::{Endpoint, Registry};
+use axle_plugin_host::kinds::health_scorer::{Verdict, WindowStats};
+
+/// Starts both tasks on the current Tokio runtime.
+pub fn spawn(registry: &Arc<Registry>) {
+    let settings = registry.health;
+    let weak = Arc::downgrade(registry);
+    tokio::spawn(heartbeats(weak.clone(), settings));
+    tokio::spawn(scoring(weak, registry.changed.clone(), settings));
+}
+
+async fn heartbeats(registry: Weak<Registry>, settings: Settings) {
+    let mut tick = tokio::time::interval(settings.heartbeat_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(reg) = registry.upgrade() else {
+            return;
+        };
+        let endpoints = reg.all_endpoints();
+        let rounds = endpoints.iter().map(|ep| check(ep, settings));
+        let changes = futures::future::join_all(rounds).await;
+        announce(&reg, &endpoints, changes);
+    }
+}
+
+/// One round now, dialling endpoints no call has dialled yet: a client that makes no
+/// calls (`axle stats --manifest`) otherwise never learns whether its endpoints are up,
+/// since heartbeats only go over connections that calls opened. A refused dial makes the
+/// endpoint unreachable; a made one is heartbeaten like any other.
+pub async fn reach_all(reg: &Registry) {
+    let settings = reg.health;
+    let endpoints = reg.all_endpoints();
+    let rounds = endpoints.iter().map(|ep| reach(ep, settings));
+    let changes = futures::future::join_all(rounds).await;
+    announce(reg, &endpoints, changes);
+}
+
+async fn reach(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
+    let status = ep.health.status();
+    let never_dialled = ep.link.current().is_none() && !ep.link.lost();
+    if never_dialled && !status.unreachable && status.removed_at.is_none() {
+        if let Err(e) = ep.link.connection().await {
+            tracing::debug!(endpoint = ep.id, "first dial: {e}");
+            return ep
+                .health
+                .mark_unreachable()
+                .then_some(HealthChange::Unreachable);
+        }
+    }
+    check(ep, settings).await
+}
+
+/// Publishes the new rotation, then tells subscribers: whoever hears of a change finds the
+/// rotation already reflecting it.
+fn announce(reg: &Registry, endpoints: &[Arc<Endpoint>], changes: Vec<Option<HealthChange>>) {
+    if changes.iter().all(Option::is_none) {
+        return;
+    }
+    reg.publish();
+    for (ep, change) in endpoints.iter().zip(changes) {
+        if let Some(change) = change {
+            reg.event(ep, change);
+        }
+    }
+}
+
+/// One endpoint's heartbeat or probe; returns the change in its standing, if any.
+async fn check(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
+    let status = ep.health.status();
+    let sleep_over = status
+        .removed_at
+        .is_some_and(|at| at.elapsed() >= settings.readmit_sleep);
+    if status.unreachable || sleep_over {
+        return probe(ep, settings).await;
+    }
+    if status.removed_at.is_some() {
+        return None;
+    }
+    if let Some(conn) = ep.link.current() {
+        let answer = conn.heartbeat(settings.heartbeat_timeout).await;
+        let lost = ep.health.update(|s| {
+            if answer.is_ok() {
+                s.heartbeat_failures = 0;
+                return false;
+            }
+            s.heartbeat_failures += 1;
+            if s.heartbeat_failures >= settings.heartbeat_failures_dead {
+                s.unreachable = true;
+                return true;
+            }
+            false
+        });
+        if lost {
+            conn.close();
+            return Some(HealthChange::Unreachable);
+        }
+        return None;
+    }
+    if ep.link.lost() {
+        // The connection went away (the endpoint closed it, or died): can it be dialled?
+        if let Err(e) = ep.link.connection().await {
+            tracing::debug!(endpoint = ep.id, "redial after a lost connection: {e}");
+            if ep.health.mark_unreachable() {
+                return Some(HealthChange::Unreachable);
+            }
+        }
+    }
+    None
+}
+
+/// Dial (if needed) and heartbeat: success re-admits the endpoint with a clean record;
+/// failure keeps it out (a removed endpoint sleeps again).
+async fn probe(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
+    let answer = match ep.link.connection().await {
+        Ok(conn) => conn.heartbeat(settings.heartbeat_timeout).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    match answer {
+        Ok(()) => {
+            ep.cell.fresh_start();
+            ep.cell.set_health_permille(1000);
+            ep.breaker.reset();
+            ep.health.update(|s| *s = Status::default());
+            Some(HealthChange::Readmitted)
+        }
+        Err(e) => {
+            tracing::debug!(endpoint = ep.id, "probe failed: {e}");
+            ep.health.update(|s| {
+                if s.removed_at.is_some() {
+                    s.removed_at = Some(Instant::now());
+                }
+            });
+            None
+        }
+    }
+}
+
+async fn scoring(registry: Weak<Registry>, changed: Arc<tokio::sync::Notify>, settings: Settings) {
+    let mut tick = tokio::time::interval(settings.score_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = changed.notified() => {}
+        }
+        let Some(reg) = registry.upgrade() else {
+            return;
+        };
+        let endpoints = reg.all_endpoints();
+        let scorer = reg.loadout.load().scorer.clone();
+        let changes = match &scorer {
+            Some(scorer) => endpoints
+                .iter()
+                .map(|ep| judge(scorer, ep, settings))
+                .collect(),
+            None => Vec::new(),
+        };
+        // Publish on every tick: weights drift, and a refused connect seen on the call
+        // path (which woke this task) changed the rotation.
+        reg.publish();
+        for (ep, change) in endpoints.iter().zip(changes) {
+            if let Some(change) = change {
+                reg.event(ep, change);
+            }
+        }
+    }
+}
+
+/// Asks the scorer about one reachable, not removed endpoint and applies its verdict.
+fn judge(
+    scorer: &axle_plugin_host::kinds::health_scorer::HealthScorerPlugin,
+    ep: &Endpoint,
+    settings: Settings,
+) -> Option<HealthChange> {
+    let status = ep.health.status();
+    if status.unreachable || status.removed_at.is_some() {
+        return None;
+    }
+    let w = ep.cell.window();
+    let facts = ep.cell.snapshot();
+    let stats = WindowStats {
+        endpoint: ep.id,
+        window_ms: axle_facts::WINDOW_MS,
+        total: w.total,
+        timeouts: w.timeouts,
+        failures: w.failures,
+        rejected: w.rejected,
+        consecutive_failures: ep.cell.consecutive_failures(),
+        heartbeat_failures: status.heartbeat_failures,
+        ewma_latency_ns: facts.ewma_latency_ns,
+        previous: status.state,
+    };
+    let previous = Verdict {
+        state: status.state,
+        weight_permille: status.weight_permille,
+    };
+    let verdict = scorer.score(&stats, previous).verdict;
+    ep.cell.set_health_permille(verdict.weight_permille);
+    ep.health.update(|s| apply(s, verdict, settings))
+}
+
+/// Applies a verdict to a record; returns the change worth an event.
+fn apply(s: &mut Status, v: Verdict, settings: Settings) -> Option<HealthChange> {
+    let before = s.state;
+    s.state = v.state;
+    s.weight_permille = v.weight_permille;
+    match v.state {
+        HealthState::Healthy => {
+            s.unhealthy_verdicts = 0;
+            (before != HealthState::Healthy).then_some(HealthChange::Readmitted)
+        }
+        HealthState::Subhealthy => {
+            s.unhealthy_verdicts += 1;
+            if s.unhealthy_verdicts >= settings.unhealthy_times {
+                s.removed_at = Some(Instant::now());
+                Some(HealthChange::Removed)
+            } else {
+                (before == HealthState::Healthy).then_some(HealthChange::Disabled)
+            }
+        }
+        HealthState::Dead => {
+            s.removed_at = Some(Instant::now());
+            Some(HealthChange::Removed)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn settings() -> Settings {
+        Settings {
+            heartbeat_interval: Duration::from_secs(1),
+            heartbeat_timeout: Duration::from_secs(1),
+            heartbeat_failures_dead: 3,
+            score_interval: Duration::from_millis(500),
+            unhealthy_times: 3,
+            readmit_sleep: Duration::from_secs(30),
+        }
+    }
+
+    fn verdict(state: HealthState) -> Verdict {
+        Verdict {
+            state,
+            weight_permille: 600,
+        }
+    }
+
+    #[test]
+    fn subhealthy_disables_then_removes_after_n_verdicts() {
+        let mut s = Status::default();
+        let sub = verdict(HealthState::Subhealthy);
+        assert_eq!(apply(&mut s, sub, settings()), Some(HealthChange::Disabled));
+        assert_eq!(apply(&mut s, sub, settings()), None);
+        assert!(s.removed_at.is_none());
+        assert_eq!(apply(&mut s, sub, settings()), Some(HealthChange::Removed));
+        assert!(s.removed_at.is_some());
+        assert_eq!(s.weight_permille, 600);
+    }
+
+    #[test]
+    fn a_healthy_verdict_resets_the_count() {
+        let mut s = Status::default();
+        let sub = verdict(HealthState::Subhealthy);
+        apply(&mut s, sub, settings());
+        apply(&mut s, sub, settings());
+        assert_eq!(
+            apply(&mut s, verdict(HealthState::Healthy), settings()),
+            Some(HealthChange::Readmitted)
+        );
+        assert_eq!(s.unhealthy_verdicts, 0);
+        assert_eq!(apply(&mut s, sub, settings()), Some(HealthChange::Disabled));
+        assert!(s.removed_at.is_none());
+    }
+
+    #[test]
+    fn dead_removes_at_once() {
+        let mut s = Status::default();
+        assert_eq!(
+            apply(&mut s, verdict(HealthState::Dead), settings()),
+            Some(HealthChange::Removed)
+        );
+        assert!(s.removed_at.is_some());
+    }
+}

@@ -1,0 +1,185 @@
+//! A client's loadout: the plugins it runs and which slot of which service each fills,
+//! resolved from one manifest. Built whole and swapped whole (hot-swap): a call sees
+//! either the old loadout or the new one, never a mix, and calls in flight finish on the
+//! plugins they started with (they hold them).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+
+use axle_manifest::{Manifest, PluginSpec};
+use axle_plugin_host::kinds::health_scorer::HealthScorerPlugin;
+use axle_plugin_host::kinds::router::RouterPlugin;
+use axle_plugin_host::kinds::selector::SelectorPlugin;
+use axle_plugin_host::kinds::serializer::SerializerPlugin;
+use axle_plugin_host::{LoadedPlugin, Plugin, PluginHost};
+
+/// The plugins filling one service's slots, and what resolving a method's policy needs.
+pub struct ServiceSlots {
+    pub serializer: Option<Arc<SerializerPlugin>>,
+    pub selector: Arc<SelectorPlugin>,
+    pub routers: Vec<Arc<RouterPlugin>>,
+    /// Every selector of the loadout, for methods whose governance names one.
+    pub selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>>,
+    /// The manifest's governance tiers.
+    pub manifest: Arc<Manifest>,
+}
+
+/// Everything a manifest's slots resolve to.
+pub struct Loadout {
+    pub manifest: Arc<Manifest>,
+    /// The loaded plugins, by manifest name (with their specs, to tell what changed).
+    pub plugins: BTreeMap<String, (PluginSpec, Arc<LoadedPlugin>)>,
+    /// Serializers by the content type they write, to decode responses.
+    pub serializers: HashMap<String, Arc<SerializerPlugin>>,
+    /// Every loaded selector by name (for methods whose governance names one).
+    pub selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>>,
+    /// Every loaded router (each gets the endpoint table).
+    pub routers: Vec<Arc<RouterPlugin>>,
+    /// The health-scorer slot (one per client: the global slot, so two services never
+    /// judge the same endpoint differently).
+    pub scorer: Option<Arc<HealthScorerPlugin>>,
+    pub services: rustc_hash::FxHashMap<String, Arc<ServiceSlots>>,
+}
+
+/// What building a loadout did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct LoadoutChange {
+    /// Plugins loaded (new, or changed in spec or component bytes).
+    pub loaded: Vec<String>,
+    /// Plugins kept running as they were.
+    pub kept: Vec<String>,
+}
+
+impl Loadout {
+    /// Resolves `manifest` for `services`, loading (and self-checking) only the plugins
+    /// that are not already running unchanged in `previous`.
+    pub fn build(
+        host: &PluginHost,
+        manifest: Arc<Manifest>,
+        services: &BTreeSet<String>,
+        previous: Option<&Loadout>,
+    ) -> anyhow::Result<(Loadout, LoadoutChange)> {
+        // Only the plugins the services' slots name are loaded.
+        let mut wanted = BTreeSet::new();
+        for service in services {
+            let slots = manifest.slots_for(service);
+            wanted.extend(slots.serializer.clone());
+            wanted.extend(slots.selector.clone());
+            wanted.extend(slots.routers.clone().unwrap_or_default());
+        }
+        wanted.extend(manifest.slots_for("").health_scorer);
+        let layers = std::iter::once(&manifest.governance)
+            .chain(manifest.service_governance.values())
+            .chain(manifest.method_governance.values());
+        wanted.extend(
+            layers
+                .filter_map(|l| l.selector.clone())
+                .filter(|n| !n.is_empty()),
+        );
+        let mut change = LoadoutChange::default();
+        let mut plugins = BTreeMap::new();
+        for name in wanted {
+            let spec = manifest
+                .plugins
+                .get(&name)
+                .with_context(|| format!("{}: no plugin `{name}`", manifest.file))?;
+            let running = previous
+                .and_then(|p| p.plugins.get(&name))
+                .filter(|(old, loaded)| {
+                    old == spec && !axle_plugin_host::component_changed(spec, &loaded.report.digest)
+                });
+            let loaded = match running {
+                Some((_, loaded)) => {
+                    change.kept.push(name.clone());
+                    loaded.clone()
+                }
+                None => {
+                    let loaded = host.load(spec)?;
+                    if previous.is_some() {
+                        // Going live while traffic flows: it must answer for itself first.
+                        axle_plugin_host::selfcheck::run(&loaded)
+                            .map_err(|e| anyhow::anyhow!("plugin `{name}` self-check: {e}"))?;
+                    }
+                    change.loaded.push(name.clone());
+                    Arc::new(loaded)
+                }
+            };
+            plugins.insert(name, (spec.clone(), loaded));
+        }
+        let plugin = |name: &str| plugins.get(name).map(|(_, p)| &p.plugin);
+
+        let mut serializers = HashMap::new();
+        let mut selectors = rustc_hash::FxHashMap::default();
+        let mut routers = Vec::new();
+        for (name, (_, p)) in &plugins {
+            match &p.plugin {
+                Plugin::Serializer(s) => {
+                    serializers.insert(s.content_type().to_string(), s.clone());
+                }
+                Plugin::Selector(s) => {
+                    selectors.insert(name.clone(), s.clone());
+                }
+                Plugin::Router(r) => routers.push(r.clone()),
+                _ => {}
+            }
+        }
+        let selectors = Arc::new(selectors);
+        let scorer = match manifest
+            .slots_for("")
+            .health_scorer
+            .as_deref()
+            .and_then(plugin)
+        {
+            Some(Plugin::HealthScorer(h)) => Some(h.clone()),
+            _ => None,
+        };
+        let mut by_service = rustc_hash::FxHashMap::default();
+        for service in services {
+            let slots = manifest.slots_for(service);
+            let selector = match slots.selector.as_deref().and_then(plugin) {
+                Some(Plugin::Selector(s)) => s.clone(),
+                _ => bail!(
+                    "{}: service `{service}` has no selector: set [slots] selector or [services.{service}.slots] selector",
+                    manifest.file
+                ),
+            };
+            let serializer = match slots.serializer.as_deref().and_then(plugin) {
+                Some(Plugin::Serializer(s)) => Some(s.clone()),
+                _ => None,
+            };
+            let service_routers = slots
+                .routers
+                .iter()
+                .flatten()
+                .filter_map(|n| match plugin(n) {
+                    Some(Plugin::Router(r)) => Some(r.clone()),
+                    _ => None,
+                })
+                .collect();
+            by_service.insert(
+                service.clone(),
+                Arc::new(ServiceSlots {
+                    serializer,
+                    selector,
+                    routers: service_routers,
+                    selectors: selectors.clone(),
+                    manifest: manifest.clone(),
+                }),
+            );
+        }
+        Ok((
+            Loadout {
+                manifest,
+                plugins,
+                serializers,
+                selectors,
+                routers,
+                scorer,
+                services: by_service,
+            },
+            change,
+        ))
+    }
+}

@@ -1,0 +1,584 @@
+//! What a client knows: its endpoints (ids, links, facts, health), its services (slot
+//! plugins, members, the rotation selection may use, memoised routes), and the plugins
+//! those use. Built from the manifest; endpoints change at runtime (`set_endpoints`, and
+//! health verdicts), and every change is published to the plugins as a new versioned
+//! endpoint table holding the endpoints in rotation, with their effective weights.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+
+use crate::health::rotation::{self, Cap};
+use crate::health::{EndpointHealth, HealthChange, HealthEvent};
+use axle_facts::{EndpointCell, FactsTable};
+use axle_governance::breaker::{Breaker, BreakerConfig};
+use axle_governance::budget::RetryBudget;
+use axle_governance::Governance;
+use axle_manifest::{EndpointSpec, Manifest};
+use axle_plugin_host::kinds::selector::SelectorPlugin;
+use axle_plugin_host::PluginHost;
+use axle_spi as spi;
+
+use super::loadout::{Loadout, LoadoutChange, ServiceSlots};
+use axle_transport::endpoint::EndpointLink;
+use axle_transport::Keepalive;
+use axle_wire::Limits;
+
+use super::CallError;
+
+/// How to build a client.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Plugins and slots (and endpoints, unless overridden below).
+    pub manifest: Manifest,
+    /// Endpoints per service, replacing the manifest's for those services.
+    pub endpoints: BTreeMap<String, Vec<EndpointSpec>>,
+    /// Frame limits.
+    pub limits: Limits,
+    /// Connection keep-alive.
+    pub keepalive: Keepalive,
+    /// This application's name, sent with every request.
+    pub consumer_app: Option<String>,
+}
+
+impl ClientConfig {
+    /// A config with the manifest's endpoints and default limits.
+    pub fn new(manifest: Manifest) -> Self {
+        ClientConfig {
+            manifest,
+            endpoints: BTreeMap::new(),
+            limits: Limits::default(),
+            keepalive: Keepalive::default(),
+            consumer_app: None,
+        }
+    }
+
+    /// Sets (replaces) the endpoints of `service`.
+    pub fn endpoints(
+        mut self,
+        service: &str,
+        addresses: impl IntoIterator<Item = EndpointSpec>,
+    ) -> Self {
+        self.endpoints
+            .insert(service.to_string(), addresses.into_iter().collect());
+        self
+    }
+}
+
+/// One endpoint as the client holds it.
+pub struct Endpoint {
+    pub id: u32,
+    /// What discovery says about it (replaced when discovery changes it).
+    pub spec: ArcSwap<EndpointSpec>,
+    pub link: EndpointLink,
+    pub cell: Arc<EndpointCell>,
+    /// The per-endpoint breaker (thresholds from the global tier).
+    pub breaker: Breaker,
+    pub health: EndpointHealth,
+}
+
+/// A memoised route: what a router may look at besides the table and the method, and the
+/// candidate set it led to (valid for one rotation generation).
+#[derive(Clone)]
+pub struct RouteMemo {
+    pub generation: u64,
+    pub tags: Vec<(String, String)>,
+    pub consumer_app: String,
+    pub set: u32,
+    pub members: Arc<[u32]>,
+}
+
+/// The endpoints of a service that selection may use now, and the set that names them in
+/// each selector. Replaced whole when health or membership changes.
+pub struct Rotation {
+    /// Increases with every rotation of every service of the client.
+    pub generation: u64,
+    pub members: Arc<[u32]>,
+    /// Selector id → set id of `members` in that selector.
+    sets: rustc_hash::FxHashMap<u64, u32>,
+}
+
+impl Rotation {
+    /// The set of all the rotation's members in `selector`.
+    pub fn set_in(&self, selector: &SelectorPlugin) -> Option<u32> {
+        self.sets.get(&selector.id()).copied()
+    }
+}
+
+/// One method's effective governance, its breaker, and its selector (the service's slot,
+/// or the one its governance names).
+pub struct MethodPolicy {
+    pub governance: Governance,
+    /// Kept across swaps while its thresholds stay the same.
+    pub breaker: Arc<Breaker>,
+    pub selector: Arc<SelectorPlugin>,
+}
+
+impl ServiceState {
+    /// The policy of `method`, resolved from the manifest's tiers on first use.
+    pub fn policy(&self, method: &str) -> Arc<MethodPolicy> {
+        if let Some(p) = self.policies.load().get(method) {
+            return p.clone();
+        }
+        let _creating = self.creating.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = self.policies.load().get(method) {
+            return p.clone();
+        }
+        let p = self.resolve(&self.slots.load(), method, None);
+        let mut next = rustc_hash::FxHashMap::clone(&self.policies.load());
+        next.insert(method.to_string(), p.clone());
+        self.policies.store(Arc::new(next));
+        p
+    }
+
+    fn resolve(
+        &self,
+        slots: &ServiceSlots,
+        method: &str,
+        previous: Option<&MethodPolicy>,
+    ) -> Arc<MethodPolicy> {
+        let governance = slots.manifest.governance(&self.name, method);
+        let config = BreakerConfig::from(&governance);
+        let breaker = match previous {
+            Some(p) if BreakerConfig::from(&p.governance) == config => p.breaker.clone(),
+            _ => Arc::new(Breaker::new(format!("{}/{method}", self.name), config)),
+        };
+        let selector = slots
+            .selectors
+            .get(&governance.selector)
+            .cloned()
+            .unwrap_or_else(|| slots.selector.clone());
+        Arc::new(MethodPolicy {
+            governance,
+            breaker,
+            selector,
+        })
+    }
+
+    /// Takes new slots: every known method's policy is resolved again at once (so no
+    /// call after the swap uses the old selector), keeping breakers whose thresholds
+    /// did not change.
+    fn swap_slots(&self, slots: Arc<ServiceSlots>) {
+        let _creating = self.creating.lock().unwrap_or_else(|e| e.into_inner());
+        let next = self
+            .policies
+            .load()
+            .iter()
+            .map(|(method, old)| (method.clone(), self.resolve(&slots, method, Some(old))))
+            .collect();
+        self.slots.store(slots);
+        self.policies.store(Arc::new(next));
+    }
+}
+
+/// One service as the client holds it.
+pub struct ServiceState {
+    pub name: String,
+    /// Per method: effective governance, breaker and selector. Read on every call without
+    /// a lock; written (copy-on-write, under `creating`) once per method, and on a swap.
+    pub policies: ArcSwap<rustc_hash::FxHashMap<String, Arc<MethodPolicy>>>,
+    pub creating: Mutex<()>,
+    /// Retries of all this service's calls share one budget.
+    pub budget: RetryBudget,
+    /// The plugins in this service's slots (replaced whole by a swap).
+    pub slots: ArcSwap<ServiceSlots>,
+    /// The service's endpoint ids, as discovery gives them.
+    pub members: ArcSwap<Vec<u32>>,
+    /// The ones selection may use now.
+    pub rotation: ArcSwap<Rotation>,
+    /// The ejection cap (from the service tier).
+    pub cap: Cap,
+    /// Router answers per method, then per request shape (looked up without allocating or
+    /// locking; written copy-on-write when a new shape appears).
+    pub memo: ArcSwap<rustc_hash::FxHashMap<String, Arc<Vec<RouteMemo>>>>,
+    pub consumer_app: Option<String>,
+}
+
+/// A snapshot of one endpoint as this client sees it, for people (`axle stats`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct EndpointView {
+    pub id: u32,
+    pub address: String,
+    /// healthy, subhealthy, removed or dead.
+    pub state: String,
+    /// Whether selection may use it now.
+    pub in_rotation: bool,
+    pub calls: u64,
+    pub faults: u64,
+    /// Over the window: calls, timeouts, other faults, refusals.
+    pub window_total: u32,
+    pub window_timeouts: u32,
+    pub window_failures: u32,
+    pub window_rejected: u32,
+    /// Endpoint faults / (calls − refusals) over the window.
+    pub error_rate: f64,
+    pub in_flight: u32,
+    pub ewma_latency_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    /// Configured weight, and the weight selectors see (× warm-up × health).
+    pub weight: u32,
+    pub effective_weight: u32,
+    pub consecutive_failures: u32,
+    pub heartbeat_failures: u32,
+    /// Seconds since the first and the latest call (none before the first).
+    pub first_call_s_ago: Option<f64>,
+    pub last_call_s_ago: Option<f64>,
+}
+
+/// One service's endpoints, for people.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct ServiceView {
+    pub service: String,
+    pub endpoints: Vec<EndpointView>,
+}
+
+/// The table last published to the plugins.
+#[derive(Default)]
+struct Published {
+    version: u64,
+    entries: Vec<spi::Endpoint>,
+}
+
+pub struct Registry {
+    /// The plugins and which slots they fill (replaced whole by a swap).
+    pub loadout: ArcSwap<Loadout>,
+    /// By endpoint id (ids are the plugin host's, so this may have holes).
+    endpoints: ArcSwap<Vec<Option<Arc<Endpoint>>>>,
+    pub services: rustc_hash::FxHashMap<String, Arc<ServiceState>>,
+    /// Health settings (global tier).
+    pub health: crate::health::Settings,
+    facts: Arc<FactsTable>,
+    limits: Limits,
+    keepalive: Keepalive,
+    endpoint_breakers: BreakerConfig,
+    /// Serialises membership changes and publications.
+    published: Mutex<Published>,
+    generation: std::sync::atomic::AtomicU64,
+    /// Wakes the health monitor (a refused connect, new membership).
+    pub changed: Arc<tokio::sync::Notify>,
+    events: tokio::sync::broadcast::Sender<HealthEvent>,
+}
+
+impl Registry {
+    pub fn build(host: &PluginHost, config: ClientConfig) -> anyhow::Result<Registry> {
+        let manifest = Arc::new(config.manifest.clone());
+        let global = manifest.governance("", "");
+        let mut per_service = manifest.endpoints.clone();
+        per_service.extend(config.endpoints.clone());
+        let names: BTreeSet<String> = per_service.keys().cloned().collect();
+        let (loadout, _) = Loadout::build(host, manifest.clone(), &names, None)?;
+
+        let mut services = rustc_hash::FxHashMap::default();
+        for service in &names {
+            let g = manifest.governance(service, "");
+            services.insert(
+                service.clone(),
+                Arc::new(ServiceState {
+                    name: service.clone(),
+                    policies: ArcSwap::from_pointee(rustc_hash::FxHashMap::default()),
+                    creating: Mutex::new(()),
+                    budget: RetryBudget::new(g.retry_budget_ratio, g.retry_budget_min_per_s),
+                    slots: ArcSwap::new(loadout.services[service].clone()),
+                    members: ArcSwap::from_pointee(Vec::new()),
+                    rotation: ArcSwap::from_pointee(Rotation {
+                        generation: 0,
+                        members: Arc::from([]),
+                        sets: rustc_hash::FxHashMap::default(),
+                    }),
+                    cap: Cap {
+                        max_ejection_percent: g.max_ejection_percent,
+                        min_hosts: g.min_hosts,
+                    },
+                    memo: ArcSwap::from_pointee(rustc_hash::FxHashMap::default()),
+                    consumer_app: config.consumer_app.clone(),
+                }),
+            );
+        }
+        let registry = Registry {
+            loadout: ArcSwap::from_pointee(loadout),
+            endpoints: ArcSwap::from_pointee(Vec::new()),
+            services,
+            health: crate::health::Settings::from(&global),
+            facts: host.facts().clone(),
+            limits: config.limits,
+            keepalive: config.keepalive,
+            endpoint_breakers: BreakerConfig::from(&global),
+            published: Mutex::new(Published::default()),
+            generation: std::sync::atomic::AtomicU64::new(0),
+            changed: Arc::new(tokio::sync::Notify::new()),
+            events: tokio::sync::broadcast::channel(256).0,
+        };
+        for (service, list) in per_service {
+            registry.set_endpoints(&service, list)?;
+        }
+        Ok(registry)
+    }
+
+    /// Hot-swap: resolves `manifest` (loading, configuring and self-checking only the
+    /// plugins that are new or changed, off the hot path), gives the new plugins the
+    /// current endpoint table and candidate sets, then switches every service at once.
+    /// Calls in flight finish on the plugins they started with. On any error nothing
+    /// changes. Services and endpoints stay as they are (discovery owns those).
+    pub fn swap(&self, host: &PluginHost, manifest: Manifest) -> anyhow::Result<LoadoutChange> {
+        let names: BTreeSet<String> = self.services.keys().cloned().collect();
+        let (loadout, change) =
+            Loadout::build(host, Arc::new(manifest), &names, Some(&self.loadout.load()))?;
+        let loadout = Arc::new(loadout);
+        let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        // The new selectors and routers get the table and the sets before any call can
+        // reach them.
+        self.publish_with(&mut published, &loadout, true);
+        self.loadout.store(loadout.clone());
+        for (name, svc) in &self.services {
+            svc.swap_slots(loadout.services[name].clone());
+        }
+        Ok(change)
+    }
+
+    pub fn service(&self, name: &str) -> Result<Arc<ServiceState>, CallError> {
+        self.services
+            .get(name)
+            .cloned()
+            .ok_or_else(|| CallError::NoSuchService(name.to_string()))
+    }
+
+    /// Endpoint `id`, if it is still in the client (a call may outlive its endpoint's
+    /// removal: it holds its own reference).
+    pub fn endpoint(&self, id: u32) -> Option<Arc<Endpoint>> {
+        self.endpoints.load().get(id as usize).cloned().flatten()
+    }
+
+    /// Every endpoint of the client.
+    pub fn all_endpoints(&self) -> Vec<Arc<Endpoint>> {
+        self.endpoints.load().iter().flatten().cloned().collect()
+    }
+
+    /// Replaces the endpoints of `service`: new addresses get ids and links, endpoints no
+    /// service lists any more leave the client, kept ones keep their connection and
+    /// health. The plugins get a new table before this returns.
+    pub fn set_endpoints(&self, service: &str, list: Vec<EndpointSpec>) -> anyhow::Result<()> {
+        let svc = self
+            .services
+            .get(service)
+            .with_context(|| format!("no service `{service}` in this client"))?;
+        let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        let mut endpoints = Vec::clone(&self.endpoints.load());
+        let mut members = Vec::with_capacity(list.len());
+        for spec in list {
+            let (id, cell) = self.facts.allocate(&spec.address, spec.weight);
+            cell.set_weight(spec.weight);
+            let slot = id as usize;
+            if endpoints.len() <= slot {
+                endpoints.resize_with(slot + 1, || None);
+            }
+            match &endpoints[slot] {
+                Some(ep) => ep.spec.store(Arc::new(spec)),
+                None => {
+                    endpoints[slot] = Some(Arc::new(Endpoint {
+                        id,
+                        link: EndpointLink::new(spec.address.clone(), self.limits, self.keepalive),
+                        breaker: Breaker::new(spec.address.clone(), self.endpoint_breakers),
+                        spec: ArcSwap::from_pointee(spec),
+                        cell,
+                        health: EndpointHealth::default(),
+                    }))
+                }
+            }
+            if !members.contains(&id) {
+                members.push(id);
+            }
+        }
+        svc.members.store(Arc::new(members));
+        // Endpoints no service lists any more leave (their links close when the last call
+        // holding them finishes).
+        let listed: BTreeSet<u32> = self
+            .services
+            .values()
+            .flat_map(|s| s.members.load().iter().copied().collect::<Vec<_>>())
+            .collect();
+        for (id, slot) in endpoints.iter_mut().enumerate() {
+            if slot.is_some() && !listed.contains(&(id as u32)) {
+                *slot = None;
+            }
+        }
+        self.endpoints.store(Arc::new(endpoints));
+        self.publish_locked(&mut published);
+        drop(published);
+        self.changed.notify_one();
+        Ok(())
+    }
+
+    /// Recomputes every service's rotation from its endpoints' health, and publishes a new
+    /// table to the plugins if what is in rotation (or a weight, by more than a tenth)
+    /// changed. Called by the health monitor after it changed something.
+    pub fn publish(&self) {
+        let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        self.publish_locked(&mut published);
+    }
+
+    fn publish_locked(&self, published: &mut Published) {
+        self.publish_with(published, &self.loadout.load(), false);
+    }
+
+    /// Publishes to `loadout`'s plugins; `force`: push the table even if it did not change
+    /// (plugins that have never seen it are about to go live).
+    fn publish_with(&self, published: &mut Published, loadout: &Loadout, force: bool) {
+        let endpoints = self.endpoints.load();
+        let get = |id: u32| endpoints.get(id as usize).and_then(Option::as_ref);
+        let mut in_table = BTreeSet::new();
+        let mut rotations = Vec::with_capacity(self.services.len());
+        for svc in self.services.values() {
+            let standings: Vec<rotation::Standing> = svc
+                .members
+                .load()
+                .iter()
+                .filter_map(|id| get(*id))
+                .map(|ep| ep.health.status().standing(ep.id))
+                .collect();
+            let admitted = rotation::admit(&standings, svc.cap);
+            in_table.extend(admitted.iter().copied());
+            rotations.push((svc, admitted));
+        }
+        let entries: Vec<spi::Endpoint> = in_table
+            .iter()
+            .filter_map(|id| get(*id))
+            .map(|ep| {
+                let spec = ep.spec.load();
+                spi::Endpoint {
+                    id: ep.id,
+                    address: spec.address.clone(),
+                    weight: ep.cell.effective_weight(),
+                    tags: spec.tags.clone(),
+                }
+            })
+            .collect();
+        let table_changed = force
+            || published.version == 0
+            || entries.len() != published.entries.len()
+            || entries.iter().zip(&published.entries).any(|(new, old)| {
+                new.id != old.id
+                    || new.address != old.address
+                    || new.tags != old.tags
+                    || weight_moved(old.weight, new.weight)
+            });
+        if table_changed {
+            published.version += 1;
+            published.entries = entries.clone();
+            let table = spi::EndpointTable::new(published.version, entries);
+            for s in loadout.selectors.values() {
+                s.endpoints_changed(&table);
+            }
+            for r in &loadout.routers {
+                r.endpoints_changed(&table);
+            }
+        }
+        use std::sync::atomic::Ordering::Relaxed;
+        for (svc, admitted) in rotations {
+            if !table_changed && *svc.rotation.load().members == *admitted {
+                continue;
+            }
+            let sets = loadout
+                .selectors
+                .values()
+                .map(|s| (s.id(), s.intern_set(&admitted)))
+                .collect();
+            svc.rotation.store(Arc::new(Rotation {
+                generation: self.generation.fetch_add(1, Relaxed) + 1,
+                members: admitted.into(),
+                sets,
+            }));
+            svc.memo.store(Arc::new(rustc_hash::FxHashMap::default()));
+        }
+    }
+
+    /// Records a health change: logged, and sent to subscribers.
+    pub fn event(&self, ep: &Endpoint, change: HealthChange) {
+        let address = ep.spec.load().address.clone();
+        tracing::info!(endpoint = ep.id, %address, ?change, "endpoint health");
+        let _ = self.events.send(HealthEvent {
+            endpoint: ep.id,
+            address,
+            change,
+        });
+    }
+
+    /// Health events from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<HealthEvent> {
+        self.events.subscribe()
+    }
+
+    /// Every service's endpoints, as this client sees them.
+    pub fn views(&self) -> Vec<ServiceView> {
+        let now = axle_core::now_ns();
+        let ago = |t: u64| (t > 0).then(|| now.saturating_sub(t) as f64 / 1e9);
+        let mut names: Vec<&String> = self.services.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .map(|name| {
+                let svc = &self.services[name];
+                let rotation = svc.rotation.load();
+                let endpoints = svc
+                    .members
+                    .load()
+                    .iter()
+                    .filter_map(|id| self.endpoint(*id))
+                    .map(|e| {
+                        let f = e.cell.snapshot();
+                        let w = e.cell.window();
+                        let (calls, faults) = e.cell.totals();
+                        let status = e.health.status();
+                        let (first, last) = e.cell.call_times_ns();
+                        let counted = w.total.saturating_sub(w.rejected);
+                        EndpointView {
+                            id: e.id,
+                            address: e.spec.load().address.clone(),
+                            state: status.shown().to_string(),
+                            in_rotation: rotation.members.contains(&e.id),
+                            calls,
+                            faults,
+                            window_total: w.total,
+                            window_timeouts: w.timeouts,
+                            window_failures: w.failures,
+                            window_rejected: w.rejected,
+                            error_rate: if counted == 0 {
+                                0.0
+                            } else {
+                                f64::from(w.timeouts + w.failures) / f64::from(counted)
+                            },
+                            in_flight: f.in_flight,
+                            ewma_latency_ns: f.ewma_latency_ns,
+                            p50_ns: w.p50_ns,
+                            p99_ns: w.p99_ns,
+                            weight: e.spec.load().weight,
+                            effective_weight: f.weight,
+                            consecutive_failures: e.cell.consecutive_failures(),
+                            heartbeat_failures: status.heartbeat_failures,
+                            first_call_s_ago: ago(first),
+                            last_call_s_ago: ago(last),
+                        }
+                    })
+                    .collect();
+                ServiceView {
+                    service: name.clone(),
+                    endpoints,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Whether a weight changed enough to publish a new table (by more than a tenth, or to or
+/// from zero): small drifts of a health factor do not churn every plugin's sets.
+fn weight_moved(old: u32, new: u32) -> bool {
+    if old == new {
+        return false;
+    }
+    if old == 0 || new == 0 {
+        return true;
+    }
+    u64::from(old.abs_diff(new)) * 10 > u64::from(old.max(new))
+}

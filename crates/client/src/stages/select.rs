@@ -1,0 +1,77 @@
+//! BALANCE = SELECT: the selector plugin picks one member of the candidate set (the
+//! kernel falls back to a uniform random member when the plugin fails). Endpoints this call
+//! already tried, and endpoints whose breaker is open, are excluded: a new set without them
+//! is defined on this rare path.
+
+use super::route::Candidates;
+use crate::registry::{Endpoint, Registry, ServiceState};
+use crate::{CallError, CallOptions};
+use axle_governance::breaker::Permit;
+use axle_plugin_host::kinds::selector::SelectorPlugin;
+
+/// The endpoint for this attempt (held, so it outlives a removal mid-call), and its
+/// breaker permit.
+pub fn pick(
+    registry: &Registry,
+    svc: &ServiceState,
+    selector: &SelectorPlugin,
+    candidates: &Candidates,
+    excluded: &mut Vec<u32>,
+    options: &CallOptions,
+) -> Result<(std::sync::Arc<Endpoint>, Permit), CallError> {
+    loop {
+        let set = if excluded.is_empty() {
+            candidates.set
+        } else {
+            selector.intern_set(&remaining(svc, candidates, excluded)?)
+        };
+        // No answer means the set was forgotten: a new table is being published while
+        // this call holds the old rotation. The kind's safe default then picks: uniformly
+        // among the candidates not yet excluded (one that left the client meanwhile is
+        // excluded below).
+        let id = match selector.select(set, options.hash_key) {
+            Some(s) => s.endpoint,
+            None => {
+                let left = remaining(svc, candidates, excluded)?;
+                left[fastrand::usize(..left.len())]
+            }
+        };
+        if excluded.contains(&id) {
+            return Err(CallError::NoEndpoint {
+                service: svc.name.clone(),
+                reason: format!("the selector picked endpoint {id} outside the candidates"),
+            });
+        }
+        let Some(ep) = registry.endpoint(id) else {
+            // It left the client since this call routed (discovery removed it while the
+            // new table was on its way to the selector): not a candidate any more.
+            excluded.push(id);
+            continue;
+        };
+        match ep.breaker.try_acquire() {
+            Permit::Rejected => excluded.push(id),
+            permit => return Ok((ep, permit)),
+        }
+    }
+}
+
+/// The candidates not excluded yet; an error when none is left.
+fn remaining(
+    svc: &ServiceState,
+    candidates: &Candidates,
+    excluded: &[u32],
+) -> Result<Vec<u32>, CallError> {
+    let left: Vec<u32> = candidates
+        .members
+        .iter()
+        .copied()
+        .filter(|id| !excluded.contains(id))
+        .collect();
+    if left.is_empty() {
+        return Err(CallError::NoEndpoint {
+            service: svc.name.clone(),
+            reason: "every endpoint was tried or has its breaker open".into(),
+        });
+    }
+    Ok(left)
+}

@@ -1,0 +1,51 @@
+//! Frame the request, send it on the endpoint's connection, wait for the answer until the
+//! deadline; the remaining budget travels in the frame.
+
+use std::time::Duration;
+
+use crate::registry::Endpoint;
+use crate::{Call, CallError, Reply};
+use axle_wire::{Metadata, FLAG_EXTERNAL};
+
+/// One attempt at one endpoint; `budget` is what is left of the call's deadline.
+pub async fn send(ep: &Endpoint, call: &Call<'_>, budget: Duration) -> Result<Reply, CallError> {
+    let conn = ep.link.connection().await?;
+    let svc = call.svc;
+    let meta = Metadata {
+        service: Some(svc.name.clone()),
+        method: Some(call.method.to_string()),
+        deadline_us: Some(budget.as_micros() as u64),
+        consumer_app: call
+            .options
+            .consumer_app
+            .clone()
+            .or_else(|| svc.consumer_app.clone()),
+        tags: call.options.tags.clone(),
+        content_type: Some(call.content_type.to_string()),
+        ..Metadata::default()
+    };
+    let flags = if call.options.external {
+        FLAG_EXTERNAL
+    } else {
+        0
+    };
+    let frame = conn
+        .call(flags, meta, call.body.clone(), call.deadline)
+        .await?;
+    match frame.meta.error_class {
+        Some(class) => Err(CallError::Remote {
+            class,
+            message: frame.meta.error_message.unwrap_or_default(),
+            retry_after_ms: frame.meta.retry_after_ms,
+        }),
+        None => Ok(Reply {
+            payload: frame.payload,
+            content_type: frame
+                .meta
+                .content_type
+                .unwrap_or_else(|| axle_core::payload::RAW.to_string()),
+            endpoint: Some(ep.id),
+            fallback: false,
+        }),
+    }
+}

@@ -1,0 +1,59 @@
+//! The one exponentially weighted moving average of the kernel: per-endpoint latency
+//! (facts) and per-method handler latency (server stats) both use it, so an "EWMA" reads
+//! the same everywhere. The newest sample weighs 1/8, as TCP's smoothed round-trip time.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Weight of the newest sample, as a shift (1/2^3 = 1/8).
+const SHIFT: u32 = 3;
+
+/// The average after `sample`, given the previous average `old` (0: no sample yet, so the
+/// first sample is taken as it is; never 0 afterwards, so "no sample" stays visible).
+pub fn next(old: u64, sample: u64) -> u64 {
+    if old == 0 {
+        sample.max(1)
+    } else {
+        old - (old >> SHIFT) + (sample >> SHIFT)
+    }
+}
+
+/// An EWMA updated without a lock (one compare-and-swap per sample).
+#[derive(Debug, Default)]
+pub struct AtomicEwma(AtomicU64);
+
+impl AtomicEwma {
+    /// Folds in one sample.
+    pub fn record(&self, sample: u64) {
+        let _ = self
+            .0
+            .fetch_update(Relaxed, Relaxed, |old| Some(next(old, sample)));
+    }
+
+    /// The current average (0: no sample yet).
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+
+    /// Forgets every sample.
+    pub fn reset(&self) {
+        self.0.store(0, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_sample_is_taken_whole_then_each_weighs_an_eighth() {
+        let e = AtomicEwma::default();
+        assert_eq!(e.get(), 0);
+        e.record(8_000);
+        assert_eq!(e.get(), 8_000);
+        e.record(16_000);
+        assert_eq!(e.get(), 8_000 - 1_000 + 2_000);
+        e.reset();
+        e.record(0);
+        assert_eq!(e.get(), 1, "a zero sample still marks that one arrived");
+    }
+}

@@ -1,0 +1,287 @@
+//! The kernel's per-endpoint facts: what calls measured (in-flight, latency EWMA, a window
+//! of outcomes). The kernel owns them; plugins read them through `host.facts` and never
+//! keep statistics of their own (DESIGN.md, "Plugins" 1).
+//!
+//! Readers are lock-free: the table is an `ArcSwap` of cells indexed by endpoint id, and
+//! every counter is an atomic.
+
+mod window;
+
+pub use window::{WindowCounts, BUCKETS as WINDOW_BUCKETS, WINDOW_MS};
+
+use arc_swap::ArcSwap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use axle_core::ewma::AtomicEwma;
+use axle_spi::OutcomeClass;
+use window::Window;
+
+pub use axle_core::now_ns;
+
+/// One endpoint's counters.
+#[derive(Debug)]
+pub struct EndpointCell {
+    in_flight: AtomicU32,
+    ewma_latency_ns: AtomicEwma,
+    /// The weight discovery gave.
+    configured_weight: AtomicU32,
+    /// Warm-up factor, per mille (1000 once warmed up).
+    warmup_permille: AtomicU32,
+    /// Health factor from the last verdict, per mille.
+    health_permille: AtomicU32,
+    joined_ns: u64,
+    window: Window,
+    consecutive_failures: AtomicU32,
+    /// Kernel-clock time of the first and the latest finished call (0: none yet).
+    first_call_ns: AtomicU64,
+    last_call_ns: AtomicU64,
+    total_calls: AtomicU64,
+    total_faults: AtomicU64,
+}
+
+impl EndpointCell {
+    fn new(weight: u32) -> Self {
+        EndpointCell {
+            in_flight: AtomicU32::new(0),
+            ewma_latency_ns: AtomicEwma::default(),
+            configured_weight: AtomicU32::new(weight),
+            warmup_permille: AtomicU32::new(1000),
+            health_permille: AtomicU32::new(1000),
+            joined_ns: now_ns(),
+            window: Window::default(),
+            consecutive_failures: AtomicU32::new(0),
+            first_call_ns: AtomicU64::new(0),
+            last_call_ns: AtomicU64::new(0),
+            total_calls: AtomicU64::new(0),
+            total_faults: AtomicU64::new(0),
+        }
+    }
+
+    /// Calls finished and endpoint faults among them, since the endpoint appeared.
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.total_calls.load(Relaxed),
+            self.total_faults.load(Relaxed),
+        )
+    }
+
+    /// A request was sent.
+    pub fn started(&self) {
+        self.in_flight.fetch_add(1, Relaxed);
+    }
+
+    /// A request finished after `latency_ns`, ending as `class`.
+    pub fn finished(&self, latency_ns: u64, class: OutcomeClass) {
+        // Saturating: a finish without a start must not wrap the counter (one RMW on the
+        // common path, a fix-up only if it did go below zero).
+        if self.in_flight.fetch_sub(1, Relaxed) == 0 {
+            let _ = self.in_flight.fetch_add(1, Relaxed);
+        }
+        self.ewma_latency_ns.record(latency_ns);
+        let now = now_ns();
+        self.window.record(now, class, latency_ns);
+        if self.first_call_ns.load(Relaxed) == 0 {
+            let _ = self
+                .first_call_ns
+                .compare_exchange(0, now.max(1), Relaxed, Relaxed);
+        }
+        self.last_call_ns.store(now.max(1), Relaxed);
+        self.total_calls.fetch_add(1, Relaxed);
+        match class {
+            OutcomeClass::Timeout | OutcomeClass::Failure => {
+                self.total_faults.fetch_add(1, Relaxed);
+                self.consecutive_failures.fetch_add(1, Relaxed);
+            }
+            OutcomeClass::Success => self.consecutive_failures.store(0, Relaxed),
+            OutcomeClass::Rejected => {}
+        }
+    }
+
+    /// Sets the weight discovery gave.
+    pub fn set_weight(&self, weight: u32) {
+        self.configured_weight.store(weight, Relaxed);
+    }
+
+    /// Sets the warm-up factor (per mille; 1000 = warmed up).
+    pub fn set_warmup_permille(&self, permille: u32) {
+        self.warmup_permille.store(permille.min(1000), Relaxed);
+    }
+
+    /// Sets the health factor (per mille) from a verdict.
+    pub fn set_health_permille(&self, permille: u32) {
+        self.health_permille.store(permille.min(1000), Relaxed);
+    }
+
+    /// Configured weight × warm-up × health; at least 1 while the configured weight is
+    /// not 0, so a ramping endpoint still gets its first calls.
+    pub fn effective_weight(&self) -> u32 {
+        let configured = u64::from(self.configured_weight.load(Relaxed));
+        let w = configured
+            * u64::from(self.warmup_permille.load(Relaxed))
+            * u64::from(self.health_permille.load(Relaxed))
+            / 1_000_000;
+        if configured > 0 {
+            w.max(1) as u32
+        } else {
+            0
+        }
+    }
+
+    /// Consecutive endpoint faults up to now (reset by a success).
+    pub fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures.load(Relaxed)
+    }
+
+    /// The window's counts now.
+    pub fn window(&self) -> WindowCounts {
+        self.window.counts(now_ns())
+    }
+
+    /// Kernel-clock times of the first and the latest finished call (0: none).
+    pub fn call_times_ns(&self) -> (u64, u64) {
+        (
+            self.first_call_ns.load(Relaxed),
+            self.last_call_ns.load(Relaxed),
+        )
+    }
+
+    /// Forgets the window and the failure streak: a re-admitted endpoint is judged on
+    /// what it does from now on.
+    pub fn fresh_start(&self) {
+        self.window.clear();
+        self.consecutive_failures.store(0, Relaxed);
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Relaxed)
+    }
+
+    /// A snapshot in WIT form.
+    pub fn snapshot(&self) -> axle_spi::EndpointFacts {
+        let now = now_ns();
+        let (window_total, window_failures) = self.window.total_and_faults(now);
+        axle_spi::EndpointFacts {
+            in_flight: self.in_flight.load(Relaxed),
+            ewma_latency_ns: self.ewma_latency_ns.get(),
+            weight: self.effective_weight(),
+            window_total,
+            window_failures,
+            age_ns: now.saturating_sub(self.joined_ns),
+        }
+    }
+}
+
+/// Every endpoint's cell, by id. Ids are per process (per plugin host): the same address
+/// is the same endpoint, with the same facts, for every client in it.
+#[derive(Debug, Default)]
+pub struct FactsTable {
+    cells: ArcSwap<Vec<Option<Arc<EndpointCell>>>>,
+    ids: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+impl FactsTable {
+    /// An empty table.
+    pub fn new() -> Arc<Self> {
+        Arc::new(FactsTable::default())
+    }
+
+    /// The id and cell of the endpoint at `address`, allocated on first sight.
+    pub fn allocate(&self, address: &str, weight: u32) -> (u32, Arc<EndpointCell>) {
+        let id = {
+            let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+            let next = ids.len() as u32;
+            *ids.entry(address.to_string()).or_insert(next)
+        };
+        (id, self.register(id, weight))
+    }
+
+    /// The cell of endpoint `id`, created with `weight` if new.
+    pub fn register(&self, id: u32, weight: u32) -> Arc<EndpointCell> {
+        if let Some(cell) = self.get(id) {
+            return cell;
+        }
+        let cell = Arc::new(EndpointCell::new(weight));
+        self.cells.rcu(|cells| {
+            let mut next = Vec::clone(cells);
+            let slot = id as usize;
+            if next.len() <= slot {
+                next.resize(slot + 1, None);
+            }
+            if next[slot].is_none() {
+                next[slot] = Some(cell.clone());
+            }
+            next
+        });
+        self.get(id).unwrap_or(cell)
+    }
+
+    /// Forgets endpoint `id` (it left the table).
+    pub fn remove(&self, id: u32) {
+        self.cells.rcu(|cells| {
+            let mut next = Vec::clone(cells);
+            if let Some(slot) = next.get_mut(id as usize) {
+                *slot = None;
+            }
+            next
+        });
+    }
+
+    /// The cell of endpoint `id`.
+    pub fn get(&self, id: u32) -> Option<Arc<EndpointCell>> {
+        self.cells.load().get(id as usize).cloned().flatten()
+    }
+
+    /// What `host.in-flight(id)` answers.
+    pub fn in_flight(&self, id: u32) -> u32 {
+        self.cells
+            .load()
+            .get(id as usize)
+            .and_then(|c| c.as_ref())
+            .map_or(0, |c| c.in_flight.load(Relaxed))
+    }
+
+    /// What `host.facts(id)` answers.
+    pub fn snapshot(&self, id: u32) -> Option<axle_spi::EndpointFacts> {
+        self.cells
+            .load()
+            .get(id as usize)
+            .and_then(|c| c.as_ref())
+            .map(|c| c.snapshot())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_in_flight_and_smooths_latency() {
+        let table = FactsTable::new();
+        let cell = table.register(3, 100);
+        cell.started();
+        cell.started();
+        assert_eq!(table.snapshot(3).unwrap().in_flight, 2);
+        cell.finished(8_000, OutcomeClass::Success);
+        cell.finished(16_000, OutcomeClass::Timeout);
+        let f = table.snapshot(3).unwrap();
+        assert_eq!(f.in_flight, 0);
+        assert_eq!(f.ewma_latency_ns, 8_000 - 1_000 + 2_000);
+        assert_eq!((f.window_total, f.window_failures), (2, 1));
+        assert_eq!(cell.consecutive_failures(), 1);
+        assert_eq!(f.weight, 100);
+        cell.set_warmup_permille(500);
+        cell.set_health_permille(100);
+        assert_eq!(cell.effective_weight(), 5);
+        cell.finished(1, OutcomeClass::Success);
+        assert_eq!(
+            table.snapshot(3).unwrap().in_flight,
+            0,
+            "never wraps below zero"
+        );
+        assert!(table.snapshot(2).is_none());
+        table.remove(3);
+        assert!(table.snapshot(3).is_none());
+    }
+}

@@ -1,0 +1,96 @@
+//! `[plugins.<name>]`: one entry validated into the plugin host's [`PluginSpec`], with the
+//! host's defaults and bounds applied.
+
+use std::path::Path;
+
+use axle_plugin_host::{defaults, ComponentSource, PluginKind, PluginSpec};
+
+use crate::raw::RawPlugin;
+use crate::KeyError;
+
+/// Validates one entry; the error names the key at fault.
+pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec, KeyError> {
+    let key = |k: &str| format!("plugins.{name}.{k}");
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err((
+            format!("plugins.{name}"),
+            "plugin names use letters, digits, '-' and '_'".into(),
+        ));
+    }
+    let component = match p.component.strip_prefix("builtin:") {
+        Some(b) => {
+            if axle_builtins::component(b).is_none() {
+                return Err((
+                    key("component"),
+                    format!(
+                        "no builtin component `{b}` (builtins: {})",
+                        axle_builtins::names().join(", ")
+                    ),
+                ));
+            }
+            ComponentSource::Builtin(b.to_string())
+        }
+        None if p.component.is_empty() => {
+            return Err((key("component"), "must not be empty".into()))
+        }
+        None => ComponentSource::File(base.join(&p.component)),
+    };
+    let timeout_ms = p.timeout_ms.unwrap_or(defaults::CALL_TIMEOUT_MS);
+    if timeout_ms == 0 || timeout_ms > defaults::MAX_CALL_TIMEOUT_MS {
+        return Err((
+            key("timeout-ms"),
+            format!(
+                "must be 1..={} (got {timeout_ms})",
+                defaults::MAX_CALL_TIMEOUT_MS
+            ),
+        ));
+    }
+    let memory_mib = p.memory_mib.unwrap_or(defaults::MEMORY_MIB);
+    if memory_mib == 0 || memory_mib > defaults::MAX_MEMORY_MIB {
+        return Err((
+            key("memory-mib"),
+            format!(
+                "must be 1..={} (got {memory_mib})",
+                defaults::MAX_MEMORY_MIB
+            ),
+        ));
+    }
+    let instances = p.instances.unwrap_or_else(|| defaults::instances(p.kind));
+    if instances == 0 || instances > defaults::MAX_INSTANCES {
+        return Err((
+            key("instances"),
+            format!("must be 1..={} (got {instances})", defaults::MAX_INSTANCES),
+        ));
+    }
+    let on_error_admit = match (p.kind, p.on_error.as_deref()) {
+        (_, None) => defaults::LIMITER_ON_ERROR_ADMITS,
+        (PluginKind::Limiter, Some("admit")) => true,
+        (PluginKind::Limiter, Some("reject")) => false,
+        (PluginKind::Limiter, Some(other)) => {
+            return Err((
+                key("on-error"),
+                format!("must be \"admit\" or \"reject\" (got {other:?})"),
+            ))
+        }
+        (kind, Some(_)) => {
+            return Err((
+                key("on-error"),
+                format!("only limiters take on-error; a {kind}'s safe default is fixed"),
+            ))
+        }
+    };
+    Ok(PluginSpec {
+        name,
+        kind: p.kind,
+        component,
+        timeout_ms,
+        memory_bytes: memory_mib * 1024 * 1024,
+        instances,
+        on_error_admit,
+        config: p.config,
+    })
+}

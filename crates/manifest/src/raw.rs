@@ -1,0 +1,86 @@
+//! The manifest as written: serde's view of `plugins.toml`, before validation. Unknown
+//! keys are refused here, so a misspelt key fails with its path.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use axle_plugin_host::PluginKind;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawManifest {
+    #[serde(default)]
+    pub(crate) governance: axle_governance::Layer,
+    #[serde(default)]
+    pub(crate) serve: RawServe,
+    #[serde(default)]
+    pub(crate) slots: RawSlots,
+    #[serde(default)]
+    pub(crate) plugins: BTreeMap<String, RawPlugin>,
+    #[serde(default)]
+    pub(crate) services: BTreeMap<String, RawService>,
+    #[serde(default)]
+    pub(crate) discovery: axle_discovery::config::RawDiscovery,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(crate) struct RawSlots {
+    pub(crate) serializer: Option<String>,
+    pub(crate) selector: Option<String>,
+    pub(crate) routers: Option<Vec<String>>,
+    pub(crate) health_scorer: Option<String>,
+    pub(crate) limiter: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawServe {
+    pub(crate) listen: Option<String>,
+    #[serde(default)]
+    pub(crate) flaky: crate::serve::FlakyConfig,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawService {
+    #[serde(default)]
+    pub(crate) governance: axle_governance::Layer,
+    #[serde(default)]
+    pub(crate) methods: BTreeMap<String, axle_governance::Layer>,
+    #[serde(default)]
+    pub(crate) slots: RawSlots,
+    #[serde(default)]
+    pub(crate) endpoints: Vec<RawEndpoint>,
+    pub(crate) discovery: Option<axle_discovery::config::RawServiceDiscovery>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawEndpoint {
+    Address(String),
+    Full(RawEndpointTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEndpointTable {
+    pub(crate) address: String,
+    pub(crate) weight: Option<u32>,
+    #[serde(default)]
+    pub(crate) tags: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(crate) struct RawPlugin {
+    pub(crate) kind: PluginKind,
+    pub(crate) component: String,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) memory_mib: Option<u64>,
+    pub(crate) instances: Option<u32>,
+    pub(crate) on_error: Option<String>,
+    #[serde(default)]
+    pub(crate) config: toml::Table,
+}

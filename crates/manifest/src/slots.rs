@@ -1,0 +1,86 @@
+//! Slot choices (`[slots]`, `[services.<s>.slots]`) and the governance tiers' selector
+//! choice (the shunt strategy), checked against the plugins they name.
+
+use std::collections::BTreeMap;
+
+use axle_plugin_host::{PluginKind, PluginSpec};
+
+use crate::raw::RawSlots;
+use crate::KeyError;
+
+/// Which plugin fills each slot.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Slots {
+    pub serializer: Option<String>,
+    pub selector: Option<String>,
+    pub routers: Option<Vec<String>>,
+    pub health_scorer: Option<String>,
+    pub limiter: Option<String>,
+}
+
+/// `name` must be a plugin of `kind`.
+fn check_kind(
+    plugins: &BTreeMap<String, PluginSpec>,
+    key: String,
+    name: &str,
+    kind: PluginKind,
+) -> Result<(), KeyError> {
+    match plugins.get(name) {
+        None => Err((key, format!("no plugin named `{name}` in [plugins]"))),
+        Some(p) if p.kind != kind => Err((
+            key,
+            format!("`{name}` is a {}, this slot takes a {kind}", p.kind),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Validates one slots table (`prefix` is its dotted path, ending in `.`).
+pub(crate) fn check(
+    plugins: &BTreeMap<String, PluginSpec>,
+    prefix: &str,
+    s: RawSlots,
+) -> Result<Slots, KeyError> {
+    let key = |slot: &str| format!("{prefix}{slot}");
+    if let Some(n) = &s.serializer {
+        check_kind(plugins, key("serializer"), n, PluginKind::Serializer)?;
+    }
+    if let Some(n) = &s.selector {
+        check_kind(plugins, key("selector"), n, PluginKind::Selector)?;
+    }
+    for n in s.routers.iter().flatten() {
+        check_kind(plugins, key("routers"), n, PluginKind::Router)?;
+    }
+    if let Some(n) = &s.health_scorer {
+        check_kind(plugins, key("health-scorer"), n, PluginKind::HealthScorer)?;
+    }
+    if let Some(n) = &s.limiter {
+        check_kind(plugins, key("limiter"), n, PluginKind::Limiter)?;
+    }
+    Ok(Slots {
+        serializer: s.serializer,
+        selector: s.selector,
+        routers: s.routers,
+        health_scorer: s.health_scorer,
+        limiter: s.limiter,
+    })
+}
+
+/// A governance tier may pick the selector of its calls: it must be a selector.
+pub(crate) fn check_tier_selector(
+    plugins: &BTreeMap<String, PluginSpec>,
+    prefix: &str,
+    layer: &axle_governance::Layer,
+) -> Result<(), KeyError> {
+    let Some(name) = layer.selector.as_deref().filter(|n| !n.is_empty()) else {
+        return Ok(());
+    };
+    let key = format!("{prefix}selector");
+    match plugins.get(name) {
+        None => Err((key, format!("no plugin named `{name}` in [plugins]"))),
+        Some(p) if p.kind != PluginKind::Selector => {
+            Err((key, format!("`{name}` is a {}, not a selector", p.kind)))
+        }
+        Some(_) => Ok(()),
+    }
+}

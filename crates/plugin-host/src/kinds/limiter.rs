@@ -1,0 +1,209 @@
+//! The limiter slot. Safe default: admit or reject, as the manifest's `on-error` says
+//! (admit unless told otherwise: a broken limiter must not become an outage).
+
+use std::sync::{Arc, RwLock};
+
+use crate::bindings::limiter as b;
+use crate::pool::Pool;
+use crate::sandbox::Instance;
+use crate::stats::Fault;
+
+use b::axle::spi::limits::LimitKey;
+
+pub use axle_spi::Admission;
+
+crate::kinds::world_kind!(LimiterKind, limiter, Limiter, LimiterPre, "limiter world");
+
+/// Rejections from a failed limiter ask callers to come back after this long.
+const FAIL_CLOSED_RETRY_AFTER_MS: u32 = 1000;
+
+struct Slot {
+    inst: Instance<LimiterKind>,
+    /// Keys this instance has been told about (in id order), for replay.
+    known: Vec<Arc<LimitKey>>,
+}
+
+/// A key's parts as a request carries them, borrowed (no allocation to look one up).
+#[derive(Clone, Copy, Debug, Hash)]
+pub struct KeyParts<'a> {
+    pub service: &'a str,
+    pub method: &'a str,
+    pub consumer_app: &'a str,
+    pub consumer_ip: std::net::IpAddr,
+}
+
+impl KeyParts<'_> {
+    fn matches(&self, key: &LimitKey, ip: &std::net::IpAddr) -> bool {
+        key.service == self.service
+            && key.method == self.method
+            && key.consumer_app == self.consumer_app
+            && *ip == self.consumer_ip
+    }
+}
+
+/// Interned keys sharing one hash: the key, its IP (compared without formatting), its id.
+type Bucket = Vec<(Arc<LimitKey>, std::net::IpAddr, u32)>;
+
+/// A loaded limiter.
+pub struct LimiterPlugin {
+    pool: Pool<Slot>,
+    on_error_admit: bool,
+    /// Interned keys, by the hash of their parts. Read per request, written once per new
+    /// key.
+    ids: RwLock<rustc_hash::FxHashMap<u64, Bucket>>,
+    keys: RwLock<Vec<Arc<LimitKey>>>,
+    hasher: rustc_hash::FxBuildHasher,
+}
+
+/// The answer of [`LimiterPlugin::acquire`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Admitted {
+    /// Admit or reject (with retry-after).
+    pub admission: Admission,
+    /// `false` when the plugin failed and `on-error` decided.
+    pub by_plugin: bool,
+}
+
+impl LimiterPlugin {
+    pub(crate) fn new(instances: Vec<Instance<LimiterKind>>, on_error_admit: bool) -> Self {
+        LimiterPlugin {
+            pool: Pool::new(
+                instances
+                    .into_iter()
+                    .map(|inst| Slot {
+                        inst,
+                        known: Vec::new(),
+                    })
+                    .collect(),
+            ),
+            on_error_admit,
+            ids: RwLock::new(rustc_hash::FxHashMap::default()),
+            keys: RwLock::new(Vec::new()),
+            hasher: rustc_hash::FxBuildHasher,
+        }
+    }
+
+    /// The id of the key made of `parts`, interning it on first sight.
+    pub fn key_id_of(&self, parts: KeyParts<'_>) -> u32 {
+        use std::hash::BuildHasher;
+        let hash = self.hasher.hash_one(parts);
+        let find = |bucket: &Bucket| {
+            bucket
+                .iter()
+                .find(|(k, ip, _)| parts.matches(k, ip))
+                .map(|(_, _, id)| *id)
+        };
+        if let Some(id) = self
+            .ids
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&hash)
+            .and_then(find)
+        {
+            return id;
+        }
+        let mut ids = self.ids.write().unwrap_or_else(|e| e.into_inner());
+        let bucket = ids.entry(hash).or_default();
+        if let Some(id) = find(bucket) {
+            return id;
+        }
+        let key = Arc::new(LimitKey {
+            service: parts.service.to_string(),
+            method: parts.method.to_string(),
+            consumer_app: parts.consumer_app.to_string(),
+            consumer_ip: parts.consumer_ip.to_string(),
+        });
+        let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
+        let id = keys.len() as u32;
+        keys.push(key.clone());
+        bucket.push((key, parts.consumer_ip, id));
+        id
+    }
+
+    /// The id of `key` (its IP as text; an unparsable IP counts as unspecified).
+    pub fn key_id(&self, key: &axle_spi::LimitKey) -> u32 {
+        self.key_id_of(KeyParts {
+            service: &key.service,
+            method: &key.method,
+            consumer_app: &key.consumer_app,
+            consumer_ip: key
+                .consumer_ip
+                .parse()
+                .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+        })
+    }
+
+    /// Hot-swap handoff, the running side: what the plugin wants its next version to
+    /// know (its optional `export-state`; `None` if it has none). One instance answers:
+    /// limiters keep one.
+    pub fn export_state(&self) -> Option<Vec<u8>> {
+        self.pool.with(|slot| {
+            self.catch_up(slot).ok()?;
+            slot.inst
+                .call_optional::<(), (Vec<u8>,)>("export-state", ())
+                .map(|(bytes,)| bytes)
+        })
+    }
+
+    /// Hot-swap handoff, the new side: hands `state` to every instance's optional
+    /// `import-state`, before any key is defined. Returns whether the plugin took it.
+    pub fn import_state(&self, state: &[u8]) -> bool {
+        let mut took = false;
+        self.pool.each(|slot| {
+            took |= slot
+                .inst
+                .call_optional::<(&[u8],), ()>("import-state", (state,))
+                .is_some();
+        });
+        took
+    }
+
+    /// Asks to admit `permits` under `key` (interned by [`LimiterPlugin::key_id`]).
+    pub fn acquire(&self, key: u32, permits: u32) -> Admitted {
+        self.pool.with(|slot| {
+            let answer = self.catch_up(slot).and_then(|()| {
+                slot.inst
+                    .call("acquire", |b, s| b.call_acquire(s, key, permits))
+            });
+            match answer {
+                Ok(admission) => Admitted {
+                    admission: crate::convert::admission(admission),
+                    by_plugin: true,
+                },
+                Err(_) => Admitted {
+                    admission: if self.on_error_admit {
+                        Admission::Admit
+                    } else {
+                        Admission::Reject {
+                            retry_after_ms: FAIL_CLOSED_RETRY_AFTER_MS,
+                        }
+                    },
+                    by_plugin: false,
+                },
+            }
+        })
+    }
+
+    /// Brings an instance up to date: a new instance hears every key again, a live one
+    /// only the keys interned since it last heard.
+    fn catch_up(&self, slot: &mut Slot) -> Result<(), Fault> {
+        if !slot.inst.is_live() {
+            let known = slot.known.clone();
+            slot.inst.ensure(|bindings, store| {
+                for (id, key) in known.iter().enumerate() {
+                    bindings.call_key_defined(&mut *store, id as u32, key)?;
+                }
+                Ok(())
+            })?;
+        }
+        let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
+        while slot.known.len() < keys.len() {
+            let id = slot.known.len();
+            let key = keys[id].clone();
+            slot.inst
+                .call("key-defined", |b, s| b.call_key_defined(s, id as u32, &key))?;
+            slot.known.push(key);
+        }
+        Ok(())
+    }
+}

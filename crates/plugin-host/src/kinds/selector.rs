@@ -1,0 +1,237 @@
+//! The selector slot (BALANCE = SELECT). Safe default: a uniform random pick among the
+//! set's members, made natively.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::bindings::wit;
+use crate::pool::Pool;
+use crate::sandbox::Instance;
+use crate::stats::Fault;
+
+crate::kinds::world_kind!(
+    SelectorKind,
+    selector,
+    Selector,
+    SelectorPre,
+    "selector world"
+);
+
+/// Outcomes are fed back in batches of this many (DESIGN.md, "Budgets on the hot path").
+pub const FEEDBACK_BATCH: usize = 64;
+
+/// A candidate set as the kernel defined it.
+struct SetMembers {
+    /// In the kernel's order, as pushed to the plugin.
+    ids: Vec<u32>,
+    /// Sorted, to check an answer in O(log n).
+    sorted: Vec<u32>,
+}
+
+/// One instance with everything pushed to it, so a replacement can be brought up to date.
+struct Slot {
+    inst: Instance<SelectorKind>,
+    table: Option<Arc<wit::EndpointTable>>,
+    sets: HashMap<u32, Arc<SetMembers>>,
+    pending: Vec<wit::Outcome>,
+}
+
+impl Slot {
+    fn ensure(&mut self) -> Result<(), Fault> {
+        if self.inst.is_live() {
+            return Ok(());
+        }
+        let table = self.table.clone();
+        let sets: Vec<_> = self.sets.iter().map(|(k, v)| (*k, v.clone())).collect();
+        self.inst.ensure(|bindings, store| {
+            if let Some(table) = &table {
+                bindings.call_endpoints_changed(&mut *store, table)?;
+            }
+            for (id, members) in &sets {
+                bindings.call_define_set(&mut *store, *id, &members.ids)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() && self.ensure().is_ok() {
+            let pending = &self.pending;
+            let _ = self
+                .inst
+                .call("feedback", |b, s| b.call_feedback(s, pending));
+        }
+        self.pending.clear();
+    }
+}
+
+/// The answer of [`SelectorPlugin::select`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// The chosen endpoint (always a member of the set).
+    pub endpoint: u32,
+    /// `false` when the kernel's random fallback chose (plugin fault or `none`).
+    pub by_plugin: bool,
+}
+
+/// Distinguishes selector plugins in the per-thread feedback buffers.
+static NEXT_SELECTOR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+thread_local! {
+    /// Outcomes waiting for delivery, per selector plugin, on this thread: a call adds to
+    /// its thread's buffer without taking the plugin's lock; a full buffer is delivered in
+    /// one `feedback` call.
+    static FEEDBACK: std::cell::RefCell<HashMap<u64, Vec<wit::Outcome>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+/// A loaded selector.
+pub struct SelectorPlugin {
+    id: u64,
+    pool: Pool<Slot>,
+    /// Sets already defined, by their members (as given), so the same candidates always
+    /// name the same set. Cleared with the table.
+    interned: std::sync::Mutex<HashMap<Vec<u32>, u32>>,
+    /// Set ids are never reused, so a call holding the id of a set forgotten with an old
+    /// table finds no set (and re-routes) rather than someone else's.
+    next_set: std::sync::atomic::AtomicU32,
+}
+
+impl SelectorPlugin {
+    pub(crate) fn new(instances: Vec<Instance<SelectorKind>>) -> Self {
+        SelectorPlugin {
+            id: NEXT_SELECTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            pool: Pool::new(
+                instances
+                    .into_iter()
+                    .map(|inst| Slot {
+                        inst,
+                        table: None,
+                        sets: HashMap::new(),
+                        pending: Vec::with_capacity(FEEDBACK_BATCH),
+                    })
+                    .collect(),
+            ),
+            interned: std::sync::Mutex::new(HashMap::new()),
+            next_set: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    /// Distinguishes this selector from the client's others.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The id of the set with exactly these members, defining it on first sight. Called
+    /// when a route is first seen, never per call.
+    pub fn intern_set(&self, members: &[u32]) -> u32 {
+        let mut interned = self.interned.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(id) = interned.get(members) {
+            return *id;
+        }
+        // Defined before the lock is released: a concurrent caller that finds the id
+        // must find the set defined too.
+        let id = self
+            .next_set
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.define_set(id, members.to_vec());
+        interned.insert(members.to_vec(), id);
+        id
+    }
+
+    /// Pushes a new endpoint table to every instance; every set is forgotten.
+    pub fn endpoints_changed(&self, table: &axle_spi::EndpointTable) {
+        let table = Arc::new(crate::convert::table(table));
+        self.interned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.pool.each(|slot| {
+            slot.sets.clear();
+            slot.table = Some(table.clone());
+            if slot.ensure().is_ok() {
+                // A fault here already discarded the instance; its replacement gets the
+                // table by replay.
+                let _ = slot.inst.call("endpoints-changed", |b, s| {
+                    b.call_endpoints_changed(s, &table)
+                });
+            }
+        });
+    }
+
+    /// Defines (or redefines) candidate set `id` on every instance.
+    pub fn define_set(&self, id: u32, members: Vec<u32>) {
+        let mut sorted = members.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let set = Arc::new(SetMembers {
+            ids: members,
+            sorted,
+        });
+        self.pool.each(|slot| {
+            slot.sets.insert(id, set.clone());
+            if slot.ensure().is_ok() {
+                let _ = slot
+                    .inst
+                    .call("define-set", |b, s| b.call_define_set(s, id, &set.ids));
+            }
+        });
+    }
+
+    /// Picks a member of set `id`; `None` only if the set is unknown or empty.
+    pub fn select(&self, id: u32, hash_key: u64) -> Option<Selection> {
+        self.pool.with(|slot| {
+            let set = slot.sets.get(&id)?.clone();
+            if set.ids.is_empty() {
+                return None;
+            }
+            let answer = match slot.ensure() {
+                Ok(()) => slot
+                    .inst
+                    .call("select", |b, s| b.call_select(s, id, hash_key)),
+                Err(fault) => Err(fault),
+            };
+            match answer {
+                Ok(Some(endpoint)) if set.sorted.binary_search(&endpoint).is_ok() => {
+                    Some(Selection {
+                        endpoint,
+                        by_plugin: true,
+                    })
+                }
+                Ok(Some(endpoint)) => {
+                    slot.inst.fault(
+                        "select",
+                        &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
+                    );
+                    Some(random_pick(&set.ids))
+                }
+                Ok(None) | Err(_) => Some(random_pick(&set.ids)),
+            }
+        })
+    }
+
+    /// Records a finished call; delivered to the plugin in batches of
+    /// [`FEEDBACK_BATCH`] from each thread.
+    pub fn feedback(&self, outcome: &axle_spi::Outcome) {
+        let outcome = crate::convert::outcome(outcome);
+        let full = FEEDBACK.with(|buffers| {
+            let mut buffers = buffers.borrow_mut();
+            let buffer = buffers.entry(self.id).or_default();
+            buffer.push(outcome);
+            (buffer.len() >= FEEDBACK_BATCH).then(|| std::mem::take(buffer))
+        });
+        if let Some(batch) = full {
+            self.pool.with(|slot| {
+                slot.pending.extend(batch);
+                slot.flush();
+            });
+        }
+    }
+}
+
+fn random_pick(ids: &[u32]) -> Selection {
+    Selection {
+        endpoint: ids[fastrand::usize(..ids.len())],
+        by_plugin: false,
+    }
+}

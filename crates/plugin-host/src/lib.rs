@@ -1,0 +1,324 @@
+//! The plugin host: loads WebAssembly components named by the manifest, checks them
+//! against their kind's WIT world, and runs them sandboxed (no WASI grants, a deadline per
+//! call, a memory limit per instance), with a safe default per kind when they fail.
+//!
+//! Layout: [`engine`] (wasmtime engine + epoch ticker), [`cache`] (compiled artifacts on
+//! disk), [`sandbox`] (one instance and its fault handling), [`pool`] (how calls find an
+//! instance), [`kinds`] (one file per plugin kind), and the specs and defaults it loads
+//! them by (`spec`, [`defaults`]). Generated bindings stay private to this crate:
+//! everything above it speaks `axle-spi` types.
+
+mod bindings;
+pub mod cache;
+pub mod config;
+mod convert;
+pub mod defaults;
+pub mod engine;
+pub mod host_state;
+pub mod kinds;
+pub mod pool;
+pub mod sandbox;
+pub mod selfcheck;
+mod spec;
+pub mod stats;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::Linker;
+use wasmtime::Engine;
+
+use axle_facts::FactsTable;
+use cache::{ArtifactCache, Compiled};
+use host_state::HostState;
+use kinds::floor::FloorKind;
+use kinds::health_scorer::{HealthScorerKind, HealthScorerPlugin};
+use kinds::limiter::{LimiterKind, LimiterPlugin};
+use kinds::router::{RouterKind, RouterPlugin};
+use kinds::selector::{SelectorKind, SelectorPlugin};
+use kinds::serializer::{SerializerKind, SerializerPlugin};
+use sandbox::{Instance, Kind, Prepared};
+pub use spec::{ComponentSource, PluginKind, PluginSpec};
+pub use stats::{Fault, PluginStats, StatsSnapshot};
+
+/// A plugin that could not be loaded: which, from where, why.
+#[derive(Debug, thiserror::Error)]
+#[error("plugin `{plugin}` ({file}): {reason}")]
+pub struct LoadError {
+    /// The manifest name of the plugin.
+    pub plugin: String,
+    /// Its component (`builtin:NAME` or a path).
+    pub file: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// What loading a plugin cost.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LoadReport {
+    /// Component size in bytes.
+    pub size_bytes: usize,
+    /// Whether the compiled artifact came from the cache.
+    pub cache_hit: bool,
+    /// Time spent compiling (or loading the cached artifact).
+    pub compile: Duration,
+    /// Size of the compiled artifact in the cache (`None` when there is no cache).
+    pub artifact_bytes: Option<u64>,
+    /// Time to instantiate and `init` one instance.
+    pub instantiate: Duration,
+    /// Instances running.
+    pub instances: u32,
+    /// BLAKE3 of the component's bytes (to notice a rebuilt file).
+    #[serde(skip)]
+    pub digest: [u8; 32],
+}
+
+/// A loaded plugin of any kind (shared: one plugin may fill slots of many services).
+pub enum Plugin {
+    Serializer(Arc<SerializerPlugin>),
+    Selector(Arc<SelectorPlugin>),
+    Router(Arc<RouterPlugin>),
+    HealthScorer(Arc<HealthScorerPlugin>),
+    Limiter(Arc<LimiterPlugin>),
+}
+
+/// A loaded plugin with its name, report and counters.
+pub struct LoadedPlugin {
+    pub name: String,
+    pub kind: PluginKind,
+    pub plugin: Plugin,
+    pub report: LoadReport,
+    pub stats: Arc<PluginStats>,
+}
+
+/// The kernel's plugin host: one engine, one linker, one artifact cache, the facts the
+/// `host` imports read.
+pub struct PluginHost {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache: ArtifactCache,
+    facts: Arc<FactsTable>,
+}
+
+impl PluginHost {
+    /// A host caching artifacts in `cache_dir` (`None`: never cache).
+    pub fn new(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        let wasm = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
+        let engine = engine::new_engine().map_err(wasm)?;
+        let mut linker = Linker::new(&engine);
+        // WASI p2 with nothing granted (see `HostState::new`), for guests whose toolchain
+        // imports it; then the kernel's own `host` interface.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(wasm)?;
+        bindings::base::axle::spi::host::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(wasm)?;
+        let cache = ArtifactCache::new(&engine, cache_dir);
+        Ok(PluginHost {
+            engine,
+            linker,
+            cache,
+            facts: FactsTable::new(),
+        })
+    }
+
+    /// A host using the default cache directory.
+    pub fn with_default_cache() -> anyhow::Result<Self> {
+        PluginHost::new(Some(defaults::cache_dir()))
+    }
+
+    /// The facts behind `host.facts`.
+    pub fn facts(&self) -> &Arc<FactsTable> {
+        &self.facts
+    }
+
+    /// Loads every plugin of a manifest's `[plugins]`, failing on the first that cannot
+    /// load.
+    pub fn load_all(
+        &self,
+        plugins: &BTreeMap<String, PluginSpec>,
+    ) -> Result<BTreeMap<String, LoadedPlugin>, LoadError> {
+        plugins
+            .values()
+            .map(|spec| Ok((spec.name.clone(), self.load(spec)?)))
+            .collect()
+    }
+
+    /// Loads one plugin: bytes, compile (through the cache), check the world, instantiate
+    /// its instances and `init` each with the config.
+    pub fn load(&self, spec: &PluginSpec) -> Result<LoadedPlugin, LoadError> {
+        let fail = |reason: String| LoadError {
+            plugin: spec.name.clone(),
+            file: spec.component.to_string(),
+            reason,
+        };
+        let stats = Arc::new(PluginStats::default());
+        let (plugin, report) = match spec.kind {
+            PluginKind::Serializer => {
+                let (instances, report) = self.instances::<SerializerKind>(spec, &stats)?;
+                let plugin = SerializerPlugin::new(instances).map_err(|f| fail(f.to_string()))?;
+                (Plugin::Serializer(Arc::new(plugin)), report)
+            }
+            PluginKind::Selector => {
+                let (instances, report) = self.instances::<SelectorKind>(spec, &stats)?;
+                (
+                    Plugin::Selector(Arc::new(SelectorPlugin::new(instances))),
+                    report,
+                )
+            }
+            PluginKind::Router => {
+                let (instances, report) = self.instances::<RouterKind>(spec, &stats)?;
+                (
+                    Plugin::Router(Arc::new(RouterPlugin::new(instances))),
+                    report,
+                )
+            }
+            PluginKind::HealthScorer => {
+                let (instances, report) = self.instances::<HealthScorerKind>(spec, &stats)?;
+                (
+                    Plugin::HealthScorer(Arc::new(HealthScorerPlugin::new(instances))),
+                    report,
+                )
+            }
+            PluginKind::Limiter => {
+                let (instances, report) = self.instances::<LimiterKind>(spec, &stats)?;
+                (
+                    Plugin::Limiter(Arc::new(LimiterPlugin::new(instances, spec.on_error_admit))),
+                    report,
+                )
+            }
+        };
+        Ok(LoadedPlugin {
+            name: spec.name.clone(),
+            kind: spec.kind,
+            plugin,
+            report,
+            stats,
+        })
+    }
+
+    /// The floor component of `axle bench plugins`, as a live instance.
+    pub fn floor(&self) -> Result<Instance<FloorKind>, LoadError> {
+        let spec = PluginSpec {
+            name: "floor".into(),
+            kind: PluginKind::Selector,
+            component: ComponentSource::Builtin("floor".into()),
+            timeout_ms: defaults::CALL_TIMEOUT_MS,
+            memory_bytes: defaults::MEMORY_MIB << 20,
+            instances: 1,
+            on_error_admit: true,
+            config: toml::Table::new(),
+        };
+        let stats = Arc::new(PluginStats::default());
+        let (mut instances, _) =
+            self.instances_from::<FloorKind>(&spec, axle_builtins::floor().to_vec(), &stats)?;
+        Ok(instances.remove(0))
+    }
+
+    fn instances<K: Kind>(
+        &self,
+        spec: &PluginSpec,
+        stats: &Arc<PluginStats>,
+    ) -> Result<(Vec<Instance<K>>, LoadReport), LoadError> {
+        let bytes = match &spec.component {
+            ComponentSource::Builtin(name) => axle_builtins::component(name)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| format!("no builtin component `{name}`")),
+            ComponentSource::File(path) => {
+                std::fs::read(path).map_err(|e| format!("cannot read the file: {e}"))
+            }
+        }
+        .map_err(|reason| LoadError {
+            plugin: spec.name.clone(),
+            file: spec.component.to_string(),
+            reason,
+        })?;
+        self.instances_from::<K>(spec, bytes, stats)
+    }
+
+    fn instances_from<K: Kind>(
+        &self,
+        spec: &PluginSpec,
+        bytes: Vec<u8>,
+        stats: &Arc<PluginStats>,
+    ) -> Result<(Vec<Instance<K>>, LoadReport), LoadError> {
+        let fail = |reason: String| LoadError {
+            plugin: spec.name.clone(),
+            file: spec.component.to_string(),
+            reason,
+        };
+        if !is_component(&bytes) {
+            return Err(fail(
+                "not a WebAssembly component (a core module or another file); build it for \
+                 wasm32-wasip2 or wrap it with `wasm-tools component new`"
+                    .into(),
+            ));
+        }
+        let loaded = self
+            .cache
+            .load(&self.engine, &bytes)
+            .map_err(|e| fail(format!("does not compile: {e:#}")))?;
+        let pre = self
+            .linker
+            .instantiate_pre(&loaded.component)
+            .map_err(|e| {
+                fail(format!(
+                    "imports something the kernel does not grant: {e:#}"
+                ))
+            })?;
+        let pre = K::pre(pre).map_err(|e| {
+            fail(format!(
+                "does not implement the `{}` world (wrong world or missing export): {e:#}",
+                spec.kind
+            ))
+        })?;
+        let prepared = Arc::new(Prepared::<K> {
+            engine: self.engine.clone(),
+            spec: spec.clone(),
+            name: spec.name.as_str().into(),
+            pre,
+            config: convert::config(&config::flatten(&spec.config)),
+            facts: self.facts.clone(),
+            stats: stats.clone(),
+        });
+        let started = Instant::now();
+        let first = prepared.instantiate().map_err(|f| fail(f.to_string()))?;
+        let instantiate = started.elapsed();
+        let mut instances = vec![Instance::new(prepared.clone(), first)];
+        for _ in 1..spec.instances {
+            let live = prepared.instantiate().map_err(|f| fail(f.to_string()))?;
+            instances.push(Instance::new(prepared.clone(), live));
+        }
+        let report = LoadReport {
+            size_bytes: bytes.len(),
+            cache_hit: loaded.how == Compiled::CacheHit,
+            compile: loaded.elapsed,
+            artifact_bytes: loaded.artifact_bytes,
+            instantiate,
+            instances: spec.instances,
+            digest: *blake3::hash(&bytes).as_bytes(),
+        };
+        Ok((instances, report))
+    }
+}
+
+/// Whether a plugin's component file changed since it was loaded with `digest` (a rebuilt
+/// `.wasm` at the same path). Builtins never change while the kernel runs; a file that
+/// cannot be read now counts as unchanged (loading it would fail anyway).
+pub fn component_changed(spec: &PluginSpec, digest: &[u8; 32]) -> bool {
+    match &spec.component {
+        ComponentSource::Builtin(_) => false,
+        ComponentSource::File(path) => match std::fs::read(path) {
+            Ok(bytes) => blake3::hash(&bytes).as_bytes() != digest,
+            Err(_) => false,
+        },
+    }
+}
+
+/// A component's preamble: `\0asm`, then version 0x0d and layer 1 (a core module has
+/// layer 0). Checked first so a core module gets a message that says what to do.
+fn is_component(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[0..4] == *b"\0asm" && bytes[6..8] == [1, 0]
+}

@@ -1,0 +1,254 @@
+//! One sandboxed plugin instance: a `Store` with its limits, the kind's typed bindings,
+//! and the rules that keep a misbehaving guest from reaching the caller.
+//!
+//! - Every call gets an epoch deadline (the plugin's `timeout-ms`).
+//! - Every store has a memory limit (the plugin's `memory-mib`).
+//! - A call that traps, times out or runs out of memory kills the instance (after a trap
+//!   wasmtime refuses to enter it again); the next use makes a fresh one from the shared
+//!   `InstancePre`, re-runs `init` and lets the kind replay what it had pushed (tables,
+//!   sets, keys). Until then the caller gets the kind's safe default.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::component::InstancePre;
+use wasmtime::{Engine, Store, Trap};
+
+use super::bindings::wit::ConfigValue;
+use super::engine::deadline_ticks;
+use super::host_state::HostState;
+use super::stats::{Fault, PluginStats};
+use crate::PluginSpec;
+use axle_facts::FactsTable;
+
+/// After an instance cannot be made, wait this long before trying again (calls meanwhile
+/// get the safe default without paying for a doomed instantiation).
+const RETRY_INSTANTIATE_AFTER: Duration = Duration::from_millis(100);
+
+/// What distinguishes the kinds to the sandbox: how to check a component against the
+/// world, instantiate it and call its `init`.
+pub trait Kind: 'static {
+    /// Export indices resolved once per component (validates the world).
+    type Pre: Clone + Send + Sync + 'static;
+    /// The typed exports of one instance.
+    type Bindings: Send + 'static;
+
+    /// Checks that the component implements this kind's world.
+    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre>;
+    /// Instantiates: the typed bindings, and the instance itself (for the optional
+    /// exports no world requires, looked up by name).
+    fn instantiate(
+        pre: &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<(Self::Bindings, wasmtime::component::Instance)>;
+    /// Calls the plugin's `init` with its config (`&Vec` because that is what the
+    /// generated bindings take).
+    #[allow(clippy::ptr_arg)]
+    fn init(
+        bindings: &Self::Bindings,
+        store: &mut Store<HostState>,
+        config: &Vec<(String, ConfigValue)>,
+    ) -> wasmtime::Result<Result<(), String>>;
+}
+
+/// Everything the instances of one plugin share.
+pub struct Prepared<K: Kind> {
+    pub engine: Engine,
+    pub spec: PluginSpec,
+    pub name: Arc<str>,
+    pub pre: K::Pre,
+    pub config: Vec<(String, ConfigValue)>,
+    pub facts: Arc<FactsTable>,
+    pub stats: Arc<PluginStats>,
+}
+
+impl<K: Kind> Prepared<K> {
+    /// A fresh store, with the deadline set BEFORE instantiation: the WASI adapter runs
+    /// code at start-up and would trap on a zero deadline (FIELD-NOTES.md).
+    fn store(&self) -> Store<HostState> {
+        let mut store = Store::new(
+            &self.engine,
+            HostState::new(
+                self.name.clone(),
+                self.facts.clone(),
+                self.spec.memory_bytes,
+            ),
+        );
+        store.limiter(|s| s as &mut dyn wasmtime::ResourceLimiter);
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(deadline_ticks(self.init_timeout_ms()));
+        store
+    }
+
+    fn init_timeout_ms(&self) -> u64 {
+        crate::defaults::INIT_TIMEOUT_MS.max(self.spec.timeout_ms)
+    }
+
+    /// A new instance, initialised with the plugin's config.
+    pub fn instantiate(&self) -> Result<Live<K>, Fault> {
+        let mut store = self.store();
+        let init_ms = self.init_timeout_ms();
+        let (bindings, instance) =
+            K::instantiate(&self.pre, &mut store).map_err(|e| classify(e, &store, init_ms))?;
+        match K::init(&bindings, &mut store, &self.config) {
+            Ok(Ok(())) => Ok(Live {
+                store,
+                bindings,
+                instance,
+            }),
+            Ok(Err(msg)) => Err(Fault::Unavailable(format!(
+                "init rejected its config: {msg}"
+            ))),
+            Err(e) => Err(classify(e, &store, init_ms)),
+        }
+    }
+}
+
+/// A live instance.
+pub struct Live<K: Kind> {
+    pub store: Store<HostState>,
+    pub bindings: K::Bindings,
+    pub instance: wasmtime::component::Instance,
+}
+
+/// One instance slot of a plugin: live, or waiting to be replaced.
+pub struct Instance<K: Kind> {
+    prepared: Arc<Prepared<K>>,
+    live: Option<Live<K>>,
+    retry_at: Option<Instant>,
+}
+
+impl<K: Kind> Instance<K> {
+    /// A slot holding an already made instance.
+    pub fn new(prepared: Arc<Prepared<K>>, live: Live<K>) -> Self {
+        Instance {
+            prepared,
+            live: Some(live),
+            retry_at: None,
+        }
+    }
+
+    /// Whether an instance is live (no replay needed).
+    pub fn is_live(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// The plugin's shared parts.
+    pub fn prepared(&self) -> &Arc<Prepared<K>> {
+        &self.prepared
+    }
+
+    /// Makes sure an instance is live. A new one gets `replay` (the kind pushes the state
+    /// the old one had: tables, sets, keys) before any call.
+    pub fn ensure(
+        &mut self,
+        replay: impl FnOnce(&K::Bindings, &mut Store<HostState>) -> wasmtime::Result<()>,
+    ) -> Result<(), Fault> {
+        if self.live.is_some() {
+            return Ok(());
+        }
+        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+            let fault = Fault::Unavailable("waiting to retry instantiation".into());
+            self.fault("instantiate", &fault);
+            return Err(fault);
+        }
+        let p = &self.prepared;
+        // Replay runs under the start-up deadline: pushing a large table is start-up work.
+        let made = p.instantiate().and_then(|mut live| {
+            replay(&live.bindings, &mut live.store)
+                .map_err(|e| classify(e, &live.store, p.init_timeout_ms()))?;
+            Ok(live)
+        });
+        match made {
+            Ok(live) => {
+                self.live = Some(live);
+                self.retry_at = None;
+                p.stats.replaced();
+                tracing::info!(plugin = %p.name, "plugin instance replaced");
+                Ok(())
+            }
+            Err(fault) => {
+                self.retry_at = Some(Instant::now() + RETRY_INSTANTIATE_AFTER);
+                let fault = Fault::Unavailable(format!("cannot replace the instance: {fault}"));
+                self.fault("instantiate", &fault);
+                Err(fault)
+            }
+        }
+    }
+
+    /// Calls into the live instance (which [`Instance::ensure`] made sure of). A fault
+    /// discards the instance, is logged and counted, and is returned so the caller can
+    /// answer with its kind's safe default.
+    pub fn call<R>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&K::Bindings, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, Fault> {
+        let p = &self.prepared;
+        p.stats.call();
+        let Some(live) = self.live.as_mut() else {
+            let fault = Fault::Unavailable("no live instance".into());
+            self.fault(what, &fault);
+            return Err(fault);
+        };
+        live.store
+            .set_epoch_deadline(deadline_ticks(p.spec.timeout_ms));
+        match f(&live.bindings, &mut live.store) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                let fault = classify(e, &live.store, p.spec.timeout_ms);
+                self.live = None;
+                self.fault(what, &fault);
+                Err(fault)
+            }
+        }
+    }
+
+    /// Calls an optional export no world requires (`export-state`, `import-state`):
+    /// `None` if the component does not export it, or if there is no live instance, or
+    /// if the call faulted (then counted and logged like any fault).
+    pub fn call_optional<P, R>(&mut self, name: &str, params: P) -> Option<R>
+    where
+        P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
+        R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + Send + Sync,
+    {
+        let live = self.live.as_mut()?;
+        let func = live
+            .instance
+            .get_typed_func::<P, R>(&mut live.store, name)
+            .ok()?;
+        self.call(name, |_, store| {
+            let r = func.call(&mut *store, params)?;
+            Ok(r)
+        })
+        .ok()
+    }
+
+    /// Records a fault found by the kind (e.g. an invalid answer) or by [`Instance::call`].
+    /// Every fault is counted; the log gets the 1st, 2nd, 4th, 8th, ... of each cause, so
+    /// a plugin that fails on every call cannot flood it.
+    pub fn fault(&self, what: &str, fault: &Fault) {
+        let p = &self.prepared;
+        let count = p.stats.fault(fault);
+        if count.is_power_of_two() {
+            tracing::warn!(
+                plugin = %p.name,
+                kind = %p.spec.kind,
+                call = what,
+                count,
+                "plugin fault, answering with the safe default: {fault}"
+            );
+        }
+    }
+}
+
+/// Sorts a wasmtime error into a [`Fault`].
+fn classify(err: wasmtime::Error, store: &Store<HostState>, timeout_ms: u64) -> Fault {
+    if store.data().memory_denied {
+        return Fault::Memory;
+    }
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => Fault::Timeout(timeout_ms),
+        Some(trap) => Fault::Trap(trap.to_string()),
+        None => Fault::Trap(format!("{err:#}")),
+    }
+}

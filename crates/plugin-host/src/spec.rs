@@ -1,0 +1,75 @@
+//! What the host needs to know of a plugin: its kind, where its component is, its limits
+//! and config. The manifest crate fills these from `[plugins.<name>]`; tests and tools
+//! build them directly.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The five plugin kinds (one WIT world each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginKind {
+    Serializer,
+    Selector,
+    Router,
+    HealthScorer,
+    Limiter,
+}
+
+impl PluginKind {
+    /// The kind's name as written in manifests and WIT (`health-scorer`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginKind::Serializer => "serializer",
+            PluginKind::Selector => "selector",
+            PluginKind::Router => "router",
+            PluginKind::HealthScorer => "health-scorer",
+            PluginKind::Limiter => "limiter",
+        }
+    }
+}
+
+impl fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a plugin's component comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ComponentSource {
+    /// Shipped inside the `axle` binary (`builtin:NAME`).
+    Builtin(String),
+    /// A file (relative paths are resolved against the manifest's directory).
+    File(PathBuf),
+}
+
+impl fmt::Display for ComponentSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ComponentSource::Builtin(name) => write!(f, "builtin:{name}"),
+            ComponentSource::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// One `[plugins.<name>]` entry, validated and with defaults applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PluginSpec {
+    /// The entry's name: what slots refer to.
+    pub name: String,
+    /// Its kind (the WIT world its component must implement).
+    pub kind: PluginKind,
+    /// Where the component is.
+    pub component: ComponentSource,
+    /// Longest a single call may run (ms).
+    pub timeout_ms: u64,
+    /// Most linear memory per instance (bytes).
+    pub memory_bytes: u64,
+    /// How many instances serve calls (see [`crate::defaults::instances`]).
+    pub instances: u32,
+    /// Limiters only: what a call gets when the plugin fails.
+    pub on_error_admit: bool,
+    /// `[plugins.<name>.config]`, handed to the plugin's `init`.
+    pub config: toml::Table,
+}

@@ -1,0 +1,107 @@
+//! Handlers: raw (bytes in, bytes out) and typed (serde in and out, through the serializer
+//! plugin of the request's content type).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
+use super::Context;
+use axle_core::payload;
+use axle_plugin_host::kinds::serializer::SerializerPlugin;
+use axle_wire::ErrorClass;
+
+/// A request as a handler sees it.
+pub struct Request {
+    pub ctx: Context,
+    pub payload: Bytes,
+    pub content_type: String,
+}
+
+/// A handler's answer.
+pub struct Response {
+    pub payload: Bytes,
+    pub content_type: String,
+}
+
+/// A handler's refusal: an error class and a message for the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub class: ErrorClass,
+    pub message: String,
+}
+
+impl Status {
+    /// A business error: the handler ran and says no (never retried).
+    pub fn business(message: impl Into<String>) -> Self {
+        Status {
+            class: ErrorClass::Business,
+            message: message.into(),
+        }
+    }
+
+    /// An unexpected failure.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Status {
+            class: ErrorClass::Internal,
+            message: message.into(),
+        }
+    }
+
+    /// A request that cannot be understood.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Status {
+            class: ErrorClass::BadRequest,
+            message: message.into(),
+        }
+    }
+}
+
+/// A raw handler.
+pub type Handler =
+    Arc<dyn Fn(Request) -> BoxFuture<'static, Result<Response, Status>> + Send + Sync>;
+
+/// Wraps a typed function as a raw handler.
+pub fn typed<Req, Resp, F, Fut>(
+    serializers: Arc<HashMap<String, Arc<SerializerPlugin>>>,
+    f: F,
+) -> Handler
+where
+    Req: serde::de::DeserializeOwned + Send + 'static,
+    Resp: serde::Serialize + Send + 'static,
+    F: Fn(Req, Context) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<Resp, Status>> + Send + 'static,
+{
+    let f = Arc::new(f);
+    Arc::new(move |request: Request| {
+        let serializers = serializers.clone();
+        let f = f.clone();
+        Box::pin(async move {
+            let serializer = serializers
+                .get(&request.content_type)
+                .cloned()
+                .ok_or_else(|| {
+                    Status::bad_request(format!(
+                        "content type `{}` is not served here (serializers: {})",
+                        request.content_type,
+                        serializers.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ))
+                })?;
+            let value = serializer
+                .decode(&request.payload)
+                .map_err(|e| Status::bad_request(format!("cannot decode the request: {e}")))?;
+            let req: Req = payload::from_value(&value)
+                .map_err(|e| Status::bad_request(format!("unexpected request shape: {e}")))?;
+            let resp = f(req, request.ctx).await?;
+            let value = payload::to_value(&resp).map_err(Status::internal)?;
+            let bytes = serializer
+                .encode(&value)
+                .map_err(|e| Status::internal(format!("cannot encode the response: {e}")))?;
+            Ok(Response {
+                payload: Bytes::from(bytes),
+                content_type: request.content_type,
+            })
+        })
+    })
+}

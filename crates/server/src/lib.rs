@@ -1,0 +1,415 @@
+//! The provider's side: a [`Server`] accepts connections and runs each request through
+//! the pipeline of DESIGN.md, one stage per file in `stages/`:
+//!
+//! ```text
+//! closing? -> limit (limiter plugin) -> dispatch (deadline check, handler with the
+//! remaining budget) -> response frame
+//! ```
+//!
+//! Concurrency guards, fuses and internal-only checks (governance) slot in between.
+//! Every method's requests, answers by class and handler latency are counted on the way
+//! (`stats`), for [`Server::stats`].
+
+mod context;
+mod handler;
+pub mod stages;
+pub mod stats;
+
+pub use context::Context;
+pub use handler::{Handler, Request, Response, Status};
+pub use stats::{MethodView, ServerView};
+
+use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use axle_plugin_host::kinds::limiter::LimiterPlugin;
+use axle_plugin_host::kinds::serializer::SerializerPlugin;
+use axle_transport::serve::{self, Dispatch};
+use axle_wire::{Frame, Limits};
+
+/// Builds a server: handlers, plugins, limits.
+#[derive(Default)]
+pub struct ServerBuilder {
+    /// service → method → handler (looked up by `&str`, no allocation per request).
+    handlers: FxHashMap<String, FxHashMap<String, Handler>>,
+    /// Services whose every method one handler serves (`echo`).
+    any_method: FxHashMap<String, Handler>,
+    limiter: Option<Arc<LimiterPlugin>>,
+    /// The manifest entry the limiter came from and its bytes' digest (to tell a new
+    /// version on a swap).
+    limiter_spec: Option<(axle_manifest::PluginSpec, [u8; 32])>,
+    serializers: HashMap<String, Arc<SerializerPlugin>>,
+    limits: Limits,
+    manifest: Option<Arc<axle_manifest::Manifest>>,
+    /// The application's readiness hook (see [`ServerBuilder::readiness`]).
+    ready: Option<Readiness>,
+}
+
+/// Resolves when the application is ready to take traffic (`Err`: it never will be).
+pub type Readiness = BoxFuture<'static, Result<(), String>>;
+
+impl ServerBuilder {
+    pub fn new() -> Self {
+        ServerBuilder::default()
+    }
+
+    /// Registers a raw handler for `service/method`.
+    pub fn method(mut self, service: &str, method: &str, handler: Handler) -> Self {
+        self.handlers
+            .entry(service.to_string())
+            .or_default()
+            .insert(method.to_string(), handler);
+        self
+    }
+
+    /// Registers one raw handler for every method of `service`.
+    pub fn any_method(mut self, service: &str, handler: Handler) -> Self {
+        self.any_method.insert(service.to_string(), handler);
+        self
+    }
+
+    /// Registers a typed handler: the request is decoded by the serializer plugin of its
+    /// content type, the answer encoded by the same.
+    pub fn typed<Req, Resp, F, Fut>(self, service: &str, method: &str, f: F) -> Self
+    where
+        Req: serde::de::DeserializeOwned + Send + 'static,
+        Resp: serde::Serialize + Send + 'static,
+        F: Fn(Req, Context) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Resp, Status>> + Send + 'static,
+    {
+        let serializers = Arc::new(self.serializers.clone());
+        let handler = handler::typed(serializers, f);
+        self.method(service, method, handler)
+    }
+
+    /// The limiter plugin (none: admit everything).
+    pub fn limiter(mut self, limiter: Option<Arc<LimiterPlugin>>) -> Self {
+        self.limiter = limiter;
+        self
+    }
+
+    /// A serializer typed handlers may decode with (by its content type). Register
+    /// serializers before typed handlers.
+    pub fn serializer(mut self, serializer: Arc<SerializerPlugin>) -> Self {
+        self.serializers
+            .insert(serializer.content_type().to_string(), serializer);
+        self
+    }
+
+    /// The application's readiness hook: registration in discovery waits for it (delayed
+    /// exposure — start inside-out: plugins loaded, caches warm, then callers find us).
+    /// Without one the server is ready once bound.
+    pub fn readiness(
+        mut self,
+        ready: impl std::future::Future<Output = Result<(), String>> + Send + 'static,
+    ) -> Self {
+        self.ready = Some(Box::pin(ready));
+        self
+    }
+
+    /// Frame limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The manifest's plugins for the provider side: its default limiter slot and every
+    /// serializer it names (typed handlers decode with whichever the request used).
+    /// Register typed handlers after this.
+    pub fn with_manifest(
+        mut self,
+        host: &axle_plugin_host::PluginHost,
+        manifest: &axle_manifest::Manifest,
+    ) -> anyhow::Result<Self> {
+        use axle_manifest::PluginKind;
+        use axle_plugin_host::Plugin;
+        self.manifest = Some(Arc::new(manifest.clone()));
+        for spec in manifest.plugins.values() {
+            let wanted = spec.kind == PluginKind::Serializer
+                || manifest.slots.limiter.as_deref() == Some(spec.name.as_str());
+            if !wanted {
+                continue;
+            }
+            let loaded = host.load(spec)?;
+            match loaded.plugin {
+                Plugin::Serializer(s) => self = self.serializer(s),
+                Plugin::Limiter(l) => {
+                    self.limiter = Some(l);
+                    self.limiter_spec = Some((spec.clone(), loaded.report.digest));
+                }
+                _ => {}
+            }
+        }
+        Ok(self)
+    }
+
+    /// Binds and starts accepting.
+    pub async fn bind(self, addr: &str) -> std::io::Result<Server> {
+        let listener = TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        let (closing_tx, closing_rx) = watch::channel(false);
+        let mut services: Vec<String> = self
+            .handlers
+            .keys()
+            .chain(self.any_method.keys())
+            .cloned()
+            .collect();
+        services.sort();
+        services.dedup();
+        let pipeline = Arc::new(Pipeline {
+            handlers: self.handlers,
+            any_method: self.any_method,
+            limiter: arc_swap::ArcSwapOption::new(self.limiter),
+            limiter_spec: std::sync::Mutex::new(self.limiter_spec),
+            guards: stages::protect::Guards::new(self.manifest),
+            closing: AtomicBool::new(false),
+            last_refused_ns: std::sync::atomic::AtomicU64::new(0),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            refused_closing: AtomicU64::new(0),
+            malformed: AtomicU64::new(0),
+            local,
+        });
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let accept = tokio::spawn(serve::accept_until(
+            listener,
+            pipeline.clone(),
+            self.limits,
+            closing_rx,
+            stop_rx,
+        ));
+        Ok(Server {
+            local,
+            closing: closing_tx,
+            stop_accepting: stop_tx,
+            pipeline,
+            accept,
+            services,
+            ready: self.ready,
+            on_closing: Vec::new(),
+        })
+    }
+}
+
+/// A running server.
+pub struct Server {
+    local: SocketAddr,
+    closing: watch::Sender<bool>,
+    /// Stops the accept loop (at the end of the drain, see [`Server::shutdown`]).
+    stop_accepting: watch::Sender<bool>,
+    pipeline: Arc<Pipeline>,
+    accept: tokio::task::JoinHandle<()>,
+    services: Vec<String>,
+    ready: Option<Readiness>,
+    /// Work to finish once closing has begun, before the drain (the facade's exposure
+    /// deregisters from discovery here; the server knows nothing of registries).
+    on_closing: Vec<BoxFuture<'static, ()>>,
+}
+
+impl Server {
+    /// The services this server hosts, sorted.
+    pub fn services(&self) -> &[String] {
+        &self.services
+    }
+
+    /// Waits for the readiness hook, at most `timeout` (at once if there is none, or it
+    /// already resolved). `Err` says why the application will not be ready.
+    pub async fn ready(&mut self, timeout: Duration) -> Result<(), String> {
+        let Some(ready) = self.ready.take() else {
+            return Ok(());
+        };
+        match tokio::time::timeout(timeout, ready).await {
+            Ok(result) => result,
+            Err(_) => Err(format!(
+                "the readiness hook did not answer within {timeout:?}"
+            )),
+        }
+    }
+
+    /// Adds work that [`Server::shutdown`] runs once new requests are refused and callers
+    /// told, before it drains (deregistration: consumers stop sending while in-flight
+    /// requests finish).
+    pub fn on_closing(&mut self, work: BoxFuture<'static, ()>) {
+        self.on_closing.push(work);
+    }
+
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The handle hot-swap uses to replace this server's limiter.
+    pub fn limiter_slot(&self) -> LimiterSlot {
+        LimiterSlot(self.pipeline.clone())
+    }
+
+    /// Requests being handled right now.
+    pub fn in_flight(&self) -> usize {
+        self.pipeline.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Every method's counters now (the provider's side of `axle stats`).
+    pub fn stats(&self) -> ServerView {
+        self.pipeline.view()
+    }
+
+    /// A handle that reads [`Server::stats`] from elsewhere (the admin endpoint) and
+    /// outlives nothing: the server still stops with [`Server::shutdown`].
+    pub fn observer(&self) -> ServerObserver {
+        ServerObserver(self.pipeline.clone())
+    }
+
+    /// Stops outside-in: mark closing (new requests answer `shutting_down`, which callers
+    /// fail over from safely: the handler never ran), tell connected callers (goaway; a
+    /// connection made from now on gets one at once), run the closing work
+    /// ([`Server::on_closing`]: deregistration), wait up
+    /// to `drain` for the requests in flight and for callers to stop sending, then stop
+    /// accepting.
+    pub async fn shutdown(mut self, drain: Duration) {
+        let deadline = tokio::time::Instant::now() + drain;
+        self.pipeline.closing.store(true, Ordering::Relaxed);
+        let _ = self.closing.send(true);
+        let closed_ns = axle_core::now_ns();
+        futures::future::join_all(std::mem::take(&mut self.on_closing)).await;
+        // Requests a caller sent before it read the goaway are still on the wire: they
+        // must get their `shutting_down` answer (which callers fail over from) rather than
+        // a reset when the process exits. So the drain also waits until no request has
+        // arrived for a quiet period, within the same deadline.
+        let quiet = axle_manifest::defaults::DRAIN_QUIET.as_nanos() as u64;
+        loop {
+            let last = closed_ns.max(self.pipeline.last_refused_ns.load(Ordering::Relaxed));
+            let settled = axle_core::now_ns().saturating_sub(last) >= quiet;
+            if (self.in_flight() == 0 && settled) || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let _ = self.stop_accepting.send(true);
+        self.accept.abort();
+    }
+}
+
+/// Reads a running server's counters; cheap to clone.
+#[derive(Clone)]
+pub struct ServerObserver(Arc<Pipeline>);
+
+impl ServerObserver {
+    /// Every method's counters now.
+    pub fn stats(&self) -> ServerView {
+        self.0.view()
+    }
+
+    /// Where the server listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.0.local
+    }
+}
+
+/// The server pipeline (implements the transport's [`Dispatch`]).
+pub struct Pipeline {
+    handlers: FxHashMap<String, FxHashMap<String, Handler>>,
+    any_method: FxHashMap<String, Handler>,
+    /// Swapped whole by hot-swap; a request uses the one it loaded.
+    limiter: arc_swap::ArcSwapOption<LimiterPlugin>,
+    limiter_spec: std::sync::Mutex<Option<(axle_manifest::PluginSpec, [u8; 32])>>,
+    /// Per-method governance: internal-only, concurrency guard, fuse.
+    guards: stages::protect::Guards,
+    /// Set when the server starts stopping (read per request: an atomic, not the watch).
+    closing: AtomicBool,
+    /// When the last request was refused with `shutting_down` (`facts::now_ns`): the drain
+    /// waits for these to stop arriving.
+    last_refused_ns: std::sync::atomic::AtomicU64,
+    /// Requests being handled.
+    in_flight: Arc<AtomicUsize>,
+    /// Refused while stopping, and naming no service or method (no method to count them on).
+    refused_closing: AtomicU64,
+    malformed: AtomicU64,
+    local: SocketAddr,
+}
+
+impl Pipeline {
+    /// The handler of `service/method` (its own, else its service's catch-all).
+    fn handler(&self, service: &str, method: &str) -> Option<Handler> {
+        self.handlers
+            .get(service)
+            .and_then(|methods| methods.get(method))
+            .or_else(|| self.any_method.get(service))
+            .cloned()
+    }
+
+    fn view(&self) -> ServerView {
+        ServerView {
+            address: self.local.to_string(),
+            in_flight: self.in_flight.load(Ordering::Relaxed) as u64,
+            refused_closing: self.refused_closing.load(Ordering::Relaxed),
+            malformed: self.malformed.load(Ordering::Relaxed),
+            methods: self.guards.views(),
+        }
+    }
+}
+
+impl Dispatch for Pipeline {
+    fn dispatch(self: Arc<Self>, request: Frame, peer: SocketAddr) -> BoxFuture<'static, Frame> {
+        Box::pin(async move { stages::run(&self, request, peer).await })
+    }
+}
+
+/// A running server's limiter slot, for hot-swap.
+#[derive(Clone)]
+pub struct LimiterSlot(Arc<Pipeline>);
+
+impl LimiterSlot {
+    /// Fills the slot from `manifest`'s `[slots] limiter`: a new or changed plugin is
+    /// loaded and self-checked first; a new version of the running plugin (same name)
+    /// gets its state (`export-state` → `import-state`, when both sides have them), so a
+    /// token bucket keeps its tokens. Returns the plugin loaded, if any; on an error the
+    /// running limiter stays.
+    pub fn swap(
+        &self,
+        host: &axle_plugin_host::PluginHost,
+        manifest: &axle_manifest::Manifest,
+    ) -> anyhow::Result<Option<String>> {
+        let p = &self.0;
+        let mut running = p.limiter_spec.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted = manifest
+            .slots
+            .limiter
+            .as_ref()
+            .and_then(|n| manifest.plugins.get(n));
+        let Some(spec) = wanted else {
+            p.limiter.store(None);
+            *running = None;
+            return Ok(None);
+        };
+        if let Some((old, digest)) = running.as_ref() {
+            if old == spec && !axle_plugin_host::component_changed(spec, digest) {
+                return Ok(None);
+            }
+        }
+        let loaded = host.load(spec)?;
+        axle_plugin_host::selfcheck::run(&loaded)
+            .map_err(|e| anyhow::anyhow!("plugin `{}` self-check: {e}", spec.name))?;
+        let digest = loaded.report.digest;
+        let axle_plugin_host::Plugin::Limiter(new) = loaded.plugin else {
+            anyhow::bail!("plugin `{}` is not a limiter", spec.name);
+        };
+        let same_plugin = running.as_ref().is_some_and(|(r, _)| r.name == spec.name);
+        if let (true, Some(old)) = (same_plugin, p.limiter.load_full()) {
+            if let Some(state) = old.export_state() {
+                let took = new.import_state(&state);
+                tracing::info!(plugin = %spec.name, bytes = state.len(), took, "limiter state handed over");
+            }
+        }
+        p.limiter.store(Some(new));
+        *running = Some((spec.clone(), digest));
+        Ok(Some(spec.name.clone()))
+    }
+}

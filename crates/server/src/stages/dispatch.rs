@@ -1,0 +1,61 @@
+//! Runs the handler found for the request (none: `not_found`), unless its deadline has
+//! already passed, within the remaining budget, timing it for the method's counters.
+
+use std::time::Instant;
+
+use crate::stats::MethodStats;
+use crate::{Context, Handler, Request};
+use axle_wire::{ErrorClass, Frame};
+
+pub async fn dispatch(
+    handler: Option<Handler>,
+    ctx: Context,
+    request: Frame,
+    stats: &MethodStats,
+) -> Frame {
+    let id = request.id;
+    let Some(handler) = handler else {
+        return Frame::error(
+            id,
+            ErrorClass::NotFound,
+            format!("no method {}/{} here", ctx.service, ctx.method),
+        );
+    };
+    if ctx.scope.deadline.is_some_and(|d| d <= Instant::now()) {
+        return Frame::error(
+            id,
+            ErrorClass::DeadlineExceeded,
+            "the deadline passed before the handler started",
+        );
+    }
+    let deadline = ctx.scope.deadline;
+    let req = Request {
+        ctx,
+        content_type: request
+            .meta
+            .content_type
+            .unwrap_or_else(|| axle_core::payload::RAW.to_string()),
+        payload: request.payload,
+    };
+    let started = Instant::now();
+    let run = handler(req);
+    let result = match deadline {
+        Some(d) => match tokio::time::timeout_at(d.into(), run).await {
+            Ok(r) => r,
+            Err(_) => {
+                stats.handled(started.elapsed().as_nanos() as u64);
+                return Frame::error(
+                    id,
+                    ErrorClass::DeadlineExceeded,
+                    "the handler ran out of time",
+                );
+            }
+        },
+        None => run.await,
+    };
+    stats.handled(started.elapsed().as_nanos() as u64);
+    match result {
+        Ok(resp) => Frame::response(id, Some(resp.content_type), resp.payload),
+        Err(status) => Frame::error(id, status.class, status.message),
+    }
+}

@@ -1,0 +1,28 @@
+//! The limiter plugin, per key (service, method, consumer app, consumer IP). A rejection
+//! is `rate_limited` with the plugin's retry-after; the handler does not run.
+
+use crate::{Context, Pipeline};
+use axle_plugin_host::kinds::limiter::{Admission, KeyParts};
+use axle_wire::{ErrorClass, Frame};
+
+/// `Err` carries the rejection frame (boxed: it is the rare path).
+pub fn admit(p: &Pipeline, ctx: &Context, id: u64) -> Result<(), Box<Frame>> {
+    let loaded = p.limiter.load();
+    let Some(limiter) = loaded.as_ref() else {
+        return Ok(());
+    };
+    let key = limiter.key_id_of(KeyParts {
+        service: &ctx.service,
+        method: &ctx.method,
+        consumer_app: ctx.scope.consumer_app.as_deref().unwrap_or(""),
+        consumer_ip: ctx.peer.ip(),
+    });
+    match limiter.acquire(key, 1).admission {
+        Admission::Admit => Ok(()),
+        Admission::Reject { retry_after_ms } => {
+            let mut frame = Frame::error(id, ErrorClass::RateLimited, "rate limited");
+            frame.meta.retry_after_ms = Some(retry_after_ms);
+            Err(Box::new(frame))
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Hot-swap: changing strategies while traffic flows.
+//!
+//! Two ways in: the manifest file and the plugin files it names are watched (`watch.rs`),
+//! and `axle swap SLOT PLUGIN` asks a running kernel through its admin endpoint. Either
+//! way a [`Swapper`] builds the clients' new loadouts off the hot path — compiled through
+//! the artifact cache, instantiated, configured, self-checked — and switches each client
+//! atomically (`Client::swap`). A failed load keeps the old plugins and says why.
+
+pub mod watch;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axle_client::Client;
+use axle_manifest::Manifest;
+use axle_plugin_host::PluginHost;
+
+/// What one swap did.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct SwapReport {
+    /// Plugins loaded (new, or changed).
+    pub loaded: Vec<String>,
+    /// Plugins that kept running unchanged.
+    pub kept: Vec<String>,
+    /// From the request (or the file change being noticed) to the new plugins serving.
+    pub took_us: u64,
+}
+
+/// Swaps the plugins of a set of clients, from a manifest file or on request.
+pub struct Swapper {
+    host: Arc<PluginHost>,
+    /// The manifest file (none: the embedded one, which never changes).
+    path: Option<PathBuf>,
+    clients: Vec<Client>,
+    /// Limiter slots of the servers in this process.
+    servers: Vec<axle_server::LimiterSlot>,
+    /// The manifest last applied (for servers-only kernels, which have no client to ask).
+    manifest: Mutex<Option<Arc<Manifest>>>,
+    /// Serialises swaps (a file change and a request at once apply one after the other).
+    busy: Mutex<()>,
+}
+
+impl Swapper {
+    pub fn new(host: Arc<PluginHost>, path: Option<PathBuf>, clients: Vec<Client>) -> Self {
+        Swapper {
+            host,
+            path,
+            clients,
+            servers: Vec::new(),
+            manifest: Mutex::new(None),
+            busy: Mutex::new(()),
+        }
+    }
+
+    /// Also swaps the limiter of a server of this process.
+    pub fn with_server(mut self, slot: axle_server::LimiterSlot) -> Self {
+        self.servers.push(slot);
+        self
+    }
+
+    /// The watched manifest file.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The manifest the clients run now.
+    pub fn current(&self) -> Option<Arc<Manifest>> {
+        let applied = self
+            .manifest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        applied
+            .or_else(|| self.clients.first().map(Client::manifest))
+            .or_else(|| {
+                self.path
+                    .as_deref()
+                    .and_then(|p| Manifest::load(p).ok())
+                    .map(Arc::new)
+            })
+    }
+
+    /// Re-reads the manifest file and swaps to it.
+    pub fn reload(&self) -> anyhow::Result<SwapReport> {
+        let path = self
+            .path
+            .as_deref()
+            .ok_or_else(|| anyhow::anyhow!("no manifest file to reload (the embedded one runs)"))?;
+        let started = Instant::now();
+        let manifest = Manifest::load(path)?;
+        self.apply(manifest, started)
+    }
+
+    /// Fills `slot` with `plugin` (a plugin the running manifest declares) and swaps.
+    /// `slot` is `selector`, `serializer`, `routers` (a comma-separated list), or
+    /// `health-scorer`, optionally prefixed by a service: `echo.selector`. Lasts until
+    /// the manifest file changes.
+    pub fn swap_slot(&self, slot: &str, plugin: &str) -> anyhow::Result<SwapReport> {
+        let started = Instant::now();
+        let current = self
+            .current()
+            .ok_or_else(|| anyhow::anyhow!("no client to swap"))?;
+        let mut manifest = Manifest::clone(&current);
+        fill_slot(&mut manifest, slot, plugin)?;
+        self.apply(manifest, started)
+    }
+
+    fn apply(&self, manifest: Manifest, started: Instant) -> anyhow::Result<SwapReport> {
+        let _one_at_a_time = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let mut report = SwapReport::default();
+        for client in &self.clients {
+            let change = client.swap(&self.host, manifest.clone())?;
+            report.loaded.extend(change.loaded);
+            report.kept.extend(change.kept);
+        }
+        for server in &self.servers {
+            report.loaded.extend(server.swap(&self.host, &manifest)?);
+        }
+        *self.manifest.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(manifest));
+        report.loaded.sort();
+        report.loaded.dedup();
+        report.kept.sort();
+        report.kept.dedup();
+        report.took_us = started.elapsed().as_micros() as u64;
+        tracing::info!(
+            loaded = ?report.loaded,
+            took = ?Duration::from_micros(report.took_us),
+            "plugins swapped"
+        );
+        Ok(report)
+    }
+}
+
+/// Sets `slot` to `plugin` in `manifest`, checking the plugin exists and has the slot's
+/// kind.
+pub fn fill_slot(manifest: &mut Manifest, slot: &str, plugin: &str) -> anyhow::Result<()> {
+    use axle_manifest::PluginKind;
+    let (service, slot_name) = match slot.rsplit_once('.') {
+        Some((service, name)) => (Some(service), name),
+        None => (None, slot),
+    };
+    let kind = match slot_name {
+        "selector" => PluginKind::Selector,
+        "serializer" => PluginKind::Serializer,
+        "routers" => PluginKind::Router,
+        "health-scorer" => PluginKind::HealthScorer,
+        "limiter" => PluginKind::Limiter,
+        other => anyhow::bail!(
+            "no slot `{other}`: slots are selector, serializer, routers, health-scorer, limiter"
+        ),
+    };
+    let names: Vec<String> = if kind == PluginKind::Router {
+        plugin
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect()
+    } else {
+        vec![plugin.to_string()]
+    };
+    for name in &names {
+        let spec = manifest.plugins.get(name).ok_or_else(|| {
+            anyhow::anyhow!("{}: no plugin `{name}` in the manifest", manifest.file)
+        })?;
+        if spec.kind != kind {
+            anyhow::bail!(
+                "plugin `{name}` is a {}, not a {kind} (slot `{slot}`)",
+                spec.kind
+            );
+        }
+    }
+    let slots = match service {
+        Some(s) => manifest.services.entry(s.to_string()).or_default(),
+        None => &mut manifest.slots,
+    };
+    match kind {
+        PluginKind::Selector => slots.selector = Some(plugin.to_string()),
+        PluginKind::Serializer => slots.serializer = Some(plugin.to_string()),
+        PluginKind::Router => slots.routers = Some(names),
+        PluginKind::HealthScorer => slots.health_scorer = Some(plugin.to_string()),
+        PluginKind::Limiter => slots.limiter = Some(plugin.to_string()),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_global_and_service_slots_and_checks_kinds() {
+        let mut m = Manifest::embedded().unwrap();
+        fill_slot(&mut m, "selector", "p2c-ewma").unwrap();
+        assert_eq!(m.slots.selector.as_deref(), Some("p2c-ewma"));
+        fill_slot(&mut m, "echo.selector", "random").unwrap();
+        assert_eq!(m.slots_for("echo").selector.as_deref(), Some("random"));
+        let err = fill_slot(&mut m, "selector", "json")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a serializer, not a selector"), "{err}");
+        let err = fill_slot(&mut m, "selector", "nope")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no plugin `nope`"), "{err}");
+        let err = fill_slot(&mut m, "balancer", "random")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no slot `balancer`"), "{err}");
+    }
+}

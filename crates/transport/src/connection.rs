@@ -1,0 +1,369 @@
+//! The caller's side of one connection: send requests, match responses by id.
+//!
+//! A reader task routes each response to the waiting call through a oneshot channel; the
+//! writer task (`writer.rs`) batches outgoing frames. A call that gives up (deadline, or
+//! its future dropped) removes itself and sends a `cancel` frame. A `goaway` stops new
+//! requests while the ones in flight finish; a broken connection fails every call in
+//! flight with `Reset`. Idle connections are pinged; one that stays silent is closed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::FramedRead;
+
+use super::{Keepalive, TransportError};
+use axle_wire::{Frame, FrameCodec, Kind, Limits, Metadata, HEADER_LEN};
+
+type Waiter = oneshot::Sender<Result<Frame, TransportError>>;
+
+struct Shared {
+    addr: String,
+    pending: Mutex<HashMap<u64, Waiter>>,
+    /// No new requests: goaway received, or the connection broke.
+    draining: AtomicBool,
+    closed: AtomicBool,
+    /// Nanoseconds (kernel clock) when a frame last arrived.
+    last_read_ns: AtomicU64,
+    /// Wakes the reader and keep-alive tasks when the connection is closed from this side.
+    closing: tokio::sync::Notify,
+}
+
+impl Shared {
+    fn fail_all(&self, reason: &str) {
+        self.closed.store(true, Relaxed);
+        self.draining.store(true, Relaxed);
+        self.closing.notify_waiters();
+        let waiters: Vec<Waiter> = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.drain().map(|(_, w)| w).collect()
+        };
+        for w in waiters {
+            let _ = w.send(Err(TransportError::Reset {
+                addr: self.addr.clone(),
+                reason: reason.to_string(),
+            }));
+        }
+    }
+}
+
+/// A multiplexed connection to one endpoint.
+pub struct Connection {
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Frame>,
+    next_id: AtomicU64,
+    limits: Limits,
+}
+
+impl Connection {
+    /// Dials `addr` and starts the reader, writer and keep-alive tasks.
+    pub async fn connect(
+        addr: &str,
+        limits: Limits,
+        keepalive: Keepalive,
+    ) -> Result<Arc<Connection>, TransportError> {
+        let connect_err = |reason: String| TransportError::Connect {
+            addr: addr.to_string(),
+            reason,
+        };
+        let stream =
+            tokio::time::timeout(crate::defaults::CONNECT_TIMEOUT, TcpStream::connect(addr))
+                .await
+                .map_err(|_| connect_err("timed out".into()))?
+                .map_err(|e| connect_err(e.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        let (read, write) = stream.into_split();
+        let (tx, rx) = mpsc::channel(crate::defaults::WRITE_QUEUE);
+        let shared = Arc::new(Shared {
+            addr: addr.to_string(),
+            pending: Mutex::new(HashMap::new()),
+            draining: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            last_read_ns: AtomicU64::new(axle_core::now_ns()),
+            closing: tokio::sync::Notify::new(),
+        });
+
+        let writer_shared = shared.clone();
+        tokio::spawn(async move {
+            let failed = writer_shared.clone();
+            let why = super::writer::run(write, rx, limits, move |frame, err| {
+                let waiter = failed
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&frame.id);
+                if let Some(w) = waiter {
+                    let _ = w.send(Err(TransportError::Frame(err.to_string())));
+                }
+                None
+            })
+            .await;
+            writer_shared.fail_all(&why);
+        });
+
+        let reader_shared = shared.clone();
+        let pong_tx = tx.clone();
+        tokio::spawn(async move {
+            let mut frames = FramedRead::new(read, FrameCodec::new(limits));
+            let why = loop {
+                // Register for the wake-up before checking the flag, so a close between the
+                // two is not missed.
+                let closing = reader_shared.closing.notified();
+                if reader_shared.closed.load(Relaxed) {
+                    break "closed by the caller".to_string();
+                }
+                let next = tokio::select! {
+                    next = frames.next() => next,
+                    _ = closing => break "closed by the caller".to_string(),
+                };
+                match next {
+                    None => break "closed by the endpoint".to_string(),
+                    Some(Err(e)) => {
+                        tracing::warn!(addr = %reader_shared.addr, "closing the connection: {e}");
+                        break e.to_string();
+                    }
+                    Some(Ok(frame)) => {
+                        reader_shared
+                            .last_read_ns
+                            .store(axle_core::now_ns(), Relaxed);
+                        match frame.kind {
+                            // A pong answers a heartbeat by its id (keep-alive pings use
+                            // id 0, which no one waits for).
+                            Kind::Response | Kind::Pong => {
+                                let waiter = reader_shared
+                                    .pending
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .remove(&frame.id);
+                                if let Some(w) = waiter {
+                                    let _ = w.send(Ok(frame));
+                                }
+                            }
+                            Kind::Ping => {
+                                let _ = pong_tx.try_send(Frame::bare(Kind::Pong, frame.id));
+                            }
+                            Kind::Goaway => {
+                                tracing::info!(
+                                    addr = %reader_shared.addr,
+                                    reason = frame.meta.error_message.as_deref().unwrap_or(""),
+                                    "goaway: no new requests on this connection"
+                                );
+                                reader_shared.draining.store(true, Relaxed);
+                            }
+                            Kind::Request | Kind::Cancel => {}
+                        }
+                    }
+                }
+            };
+            reader_shared.fail_all(&why);
+        });
+
+        let ka_shared = shared.clone();
+        let ka_tx = tx.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(keepalive.interval);
+            tick.tick().await;
+            let mut ping_sent_ns: Option<u64> = None;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = ka_shared.closing.notified() => return,
+                }
+                if ka_shared.closed.load(Relaxed) {
+                    return;
+                }
+                let last = ka_shared.last_read_ns.load(Relaxed);
+                let now = axle_core::now_ns();
+                match ping_sent_ns {
+                    Some(sent) if last < sent => {
+                        if now - sent >= keepalive.timeout.as_nanos() as u64 {
+                            tracing::warn!(addr = %ka_shared.addr, "no answer to a ping: closing");
+                            ka_shared.fail_all("keep-alive timeout");
+                            return;
+                        }
+                    }
+                    _ => {
+                        ping_sent_ns = None;
+                        if now - last >= keepalive.interval.as_nanos() as u64 {
+                            if ka_tx.try_send(Frame::bare(Kind::Ping, 0)).is_err() {
+                                return;
+                            }
+                            ping_sent_ns = Some(now);
+                        }
+                    }
+                }
+            }
+        });
+
+        Ok(Arc::new(Connection {
+            shared,
+            tx,
+            next_id: AtomicU64::new(1),
+            limits,
+        }))
+    }
+
+    /// The endpoint's address.
+    pub fn addr(&self) -> &str {
+        &self.shared.addr
+    }
+
+    /// Whether new requests may be sent.
+    pub fn usable(&self) -> bool {
+        !self.shared.draining.load(Relaxed)
+    }
+
+    /// Whether the connection is gone for good.
+    pub fn closed(&self) -> bool {
+        self.shared.closed.load(Relaxed)
+    }
+
+    /// Requests waiting for an answer.
+    pub fn in_flight(&self) -> usize {
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// Sends a request and waits for its response until `deadline`.
+    pub async fn call(
+        &self,
+        flags: u16,
+        meta: Metadata,
+        payload: Bytes,
+        deadline: Instant,
+    ) -> Result<Frame, TransportError> {
+        if !self.usable() {
+            return Err(TransportError::Draining {
+                addr: self.shared.addr.clone(),
+            });
+        }
+        // Refuse what the peer would refuse, before anything is queued (the writer checks
+        // the exact size, metadata included, and fails the call if it is still over).
+        let size = HEADER_LEN + payload.len();
+        if size > self.limits.max_frame {
+            return Err(TransportError::Frame(format!(
+                "a request of {size} bytes exceeds the frame limit of {}",
+                self.limits.max_frame
+            )));
+        }
+        let (id, rx) = self.expect_answer();
+        let mut guard = CancelOnDrop {
+            conn: self,
+            id,
+            armed: true,
+        };
+        let mut frame = Frame::request(id, meta, payload);
+        frame.flags = flags;
+        if self.tx.send(frame).await.is_err() {
+            guard.armed = false;
+            self.forget(id);
+            return Err(TransportError::Draining {
+                addr: self.shared.addr.clone(),
+            });
+        }
+        let answer = tokio::time::timeout_at(deadline.into(), rx).await;
+        match answer {
+            Ok(Ok(result)) => {
+                guard.armed = false;
+                result
+            }
+            // The sender was dropped without an answer: the connection failed.
+            Ok(Err(_)) => {
+                guard.armed = false;
+                Err(self.lost())
+            }
+            Err(_) => Err(TransportError::Timeout), // guard cancels
+        }
+    }
+
+    /// A heartbeat: a ping answered within `timeout`, measured. Works on a draining
+    /// connection too (a goaway stops requests, not liveness).
+    pub async fn heartbeat(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<std::time::Duration, TransportError> {
+        if self.closed() {
+            return Err(self.lost());
+        }
+        let (id, rx) = self.expect_answer();
+        let sent = Instant::now();
+        if self.tx.send(Frame::bare(Kind::Ping, id)).await.is_err() {
+            self.forget(id);
+            return Err(self.lost());
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(Ok(_))) => Ok(sent.elapsed()),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(self.lost()),
+            Err(_) => {
+                self.forget(id);
+                Err(TransportError::Timeout)
+            }
+        }
+    }
+
+    /// A new frame id, and where its answer (response or pong) will arrive.
+    fn expect_answer(&self) -> (u64, oneshot::Receiver<Result<Frame, TransportError>>) {
+        let id = self.next_id.fetch_add(1, Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
+        (id, rx)
+    }
+
+    /// The error of a connection that went away.
+    fn lost(&self) -> TransportError {
+        TransportError::Reset {
+            addr: self.shared.addr.clone(),
+            reason: "connection closed".into(),
+        }
+    }
+
+    fn forget(&self, id: u64) -> bool {
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
+            .is_some()
+    }
+
+    /// Closes the connection: calls in flight fail with `Reset`.
+    pub fn close(&self) {
+        self.shared.fail_all("closed by the caller");
+    }
+}
+
+impl Drop for Connection {
+    /// The last handle is gone: stop the reader and keep-alive tasks; the writer then sees
+    /// its channel close and shuts the socket down.
+    fn drop(&mut self) {
+        self.shared.fail_all("connection dropped");
+    }
+}
+
+/// Cancels a request whose caller stopped waiting (deadline, or the future was dropped).
+struct CancelOnDrop<'a> {
+    conn: &'a Connection,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed && self.conn.forget(self.id) {
+            let _ = self.conn.tx.try_send(Frame::bare(Kind::Cancel, self.id));
+        }
+    }
+}
