@@ -16,6 +16,8 @@
 //!   from `axle plugins new`), with the recipe of language `L` (`c`, `python`, `js` for
 //!   QuickJS, `js-starlingmonkey`).
 //! - `inspect FILE`: the top-level imports and exports of a component.
+//! - `check-layout`: the CI guard on the workspace layout (`layout.rs`): crate layers,
+//!   dependency cycles, what library crates may depend on, file sizes.
 //!
 //! Python and JS builds take seconds to tens of seconds, so they are skipped when nothing
 //! that goes into them (sources, WIT, toolchain versions) changed since the last build.
@@ -23,20 +25,21 @@
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context, Result};
 
 mod c;
 mod component;
 mod js;
+mod layout;
 mod python;
 mod single;
 mod toolchain;
 
 const USAGE: &str = "usage: cargo run --release -p xtask -- \
     c-plugins | python-plugins | js-plugins | examples | inspect FILE | \
-    build-plugin --lang LANG DIR -o OUT.wasm";
+    build-plugin --lang LANG DIR -o OUT.wasm | check-layout";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
             .and_then(|()| js::plugins()),
         ["inspect", file] => inspect(Path::new(file)),
         ["build-plugin", ..] => single::run(&args[1..]),
+        ["check-layout"] => check_layout(),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -73,6 +77,83 @@ fn inspect(file: &Path) -> Result<()> {
     }
     for name in exports {
         println!("export {name}");
+    }
+    Ok(())
+}
+
+/// Reads `cargo metadata` and the line counts of the `.rs` files, prints every violation
+/// of the layout rules (`layout.rs`) and fails if there is one.
+fn check_layout() -> Result<()> {
+    let root = workspace_root();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--manifest-path",
+        ])
+        .arg(root.join("Cargo.toml"))
+        .output()
+        .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let meta = layout::Metadata::parse(&String::from_utf8_lossy(&out.stdout))?;
+
+    let mut files = Vec::new();
+    for dir in layout::SIZE_ROOTS {
+        rs_files(
+            &meta.workspace_root,
+            &meta.workspace_root.join(dir),
+            &mut files,
+        )?;
+    }
+    let violations = layout::violations(&meta, &files);
+    if !violations.is_empty() {
+        for v in &violations {
+            eprintln!("{v}");
+        }
+        bail!("check-layout: {} violation(s)", violations.len());
+    }
+    let checked = files
+        .iter()
+        .filter(|(f, _)| layout::size_checked(f))
+        .count();
+    println!(
+        "check-layout: ok ({} crate(s) under crates/ layered, no cycles, {checked} .rs file(s) \
+         within {} lines)",
+        layout::crate_count(&meta),
+        layout::LINE_LIMIT
+    );
+    Ok(())
+}
+
+/// Appends the `.rs` files under `dir` (skipping `target/` directories) to `out`, as
+/// (path relative to `root`, line count). A missing `dir` has none.
+fn rs_files(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, usize)>) -> Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        let path = entry.path();
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            if !matches!(entry.file_name().to_str(), Some("target" | "node_modules")) {
+                rs_files(root, &path, out)?;
+            }
+        } else if kind.is_file() && path.extension() == Some(OsStr::new("rs")) {
+            let text = fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let lines = String::from_utf8_lossy(&text).lines().count();
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+            out.push((rel, lines));
+        }
     }
     Ok(())
 }
