@@ -67,10 +67,15 @@ pub const LAYERS: &[(&str, u32, &str)] = &[
     ),
     ("axle-client", 5, "the calling side: pick, attempt, retry"),
     ("axle-server", 5, "the providing side: serve pipeline"),
-    ("axle-admin", 6, "the admin endpoint (`axle.admin`)"),
-    ("axle", 7, "the facade"),
-    ("axle-bench", 8, "benchmarks (`axle bench`)"),
-    ("axle-cli", 9, "the `axle` binary"),
+    (
+        "axle-swap",
+        6,
+        "hot-swap: a running kernel's plugins replaced while traffic flows",
+    ),
+    ("axle-admin", 7, "the admin endpoint (`axle.admin`)"),
+    ("axle", 8, "the facade: re-exports, exposure, demo services"),
+    ("axle-bench", 9, "benchmarks (`axle bench`)"),
+    ("axle-cli", 10, "the `axle` binary"),
 ];
 
 /// The crates of [`LAYERS`] that are not libraries: they may use the dependencies of
