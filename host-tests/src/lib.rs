@@ -310,7 +310,8 @@ pub fn governed_client(
 ) -> axle::client::Client {
     let mut m = Manifest::embedded().expect("embedded manifest");
     m.endpoints.clear();
-    let layer: axle::governance::Layer = toml::from_str(governance).expect("governance TOML");
+    let layer: axle::governance::TierSettings =
+        toml::from_str(governance).expect("governance TOML");
     layer.validate().expect("valid governance");
     m.governance = layer.clone();
     m.service_governance.insert(service.to_string(), layer);

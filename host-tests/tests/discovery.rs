@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use axle::discovery::{self, BackendOptions, RegistryUrl, ServiceKey, Snapshot};
+use axle::discovery::{self, BackendOptions, Listing, RegistryUrl, ServiceKey};
 use axle_host_tests::etcd::{wait_until, Etcd, Provider};
 use axle_host_tests::{axle_bin, rt};
 use tokio::sync::watch;
@@ -19,7 +19,7 @@ fn subscribe(
     etcd: &Etcd,
     namespace: &str,
     group: &str,
-) -> watch::Receiver<Snapshot> {
+) -> watch::Receiver<Listing> {
     let _in = rt.enter();
     let url = RegistryUrl::parse(&etcd.url()).expect("etcd url");
     let options = BackendOptions {
@@ -33,7 +33,7 @@ fn subscribe(
     backend.subscribe(&ServiceKey::new(namespace, "flaky", group).expect("key"))
 }
 
-fn addresses(rx: &watch::Receiver<Snapshot>) -> Vec<String> {
+fn addresses(rx: &watch::Receiver<Listing>) -> Vec<String> {
     rx.borrow()
         .instances
         .iter()
@@ -41,7 +41,7 @@ fn addresses(rx: &watch::Receiver<Snapshot>) -> Vec<String> {
         .collect()
 }
 
-fn has(rx: &watch::Receiver<Snapshot>, addr: &str) -> bool {
+fn has(rx: &watch::Receiver<Listing>, addr: &str) -> bool {
     addresses(rx).iter().any(|a| a == addr)
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use axle_discovery::{unix_ms, Backend, DiscoveryError, Instance, ServiceKey};
+use axle_discovery::{unix_ms, Backend, DiscoveryError, Provider, ServiceKey};
 use axle_server::Server;
 
 /// Waits until `server` is ready (its readiness hook, at most `ready_timeout`), then
@@ -16,7 +16,7 @@ pub async fn register(
     server: &mut Server,
     backend: &dyn Backend,
     keys: &[ServiceKey],
-    mut instance: Instance,
+    mut instance: Provider,
     ready_timeout: Duration,
 ) -> Result<Vec<String>, DiscoveryError> {
     server

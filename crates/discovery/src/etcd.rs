@@ -1,7 +1,7 @@
 //! Discovery on etcd (cargo feature `etcd`).
 //!
 //! Keys: `/axle/<namespace>/providers/<service>/<group>/<address>`, the value an
-//! [`Instance`] as JSON, attached to a lease.
+//! [`Provider`] as JSON, attached to a lease.
 //!
 //! - **Providers** grant a lease (`lease-ttl-s`), put their key under it and keep it
 //!   alive every third of the TTL. While etcd is unreachable they keep trying; if the lease
@@ -24,9 +24,7 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use super::revisions::Tracked;
-use super::{
-    Backend, BackendOptions, DiscoveryError, Instance, Registration, ServiceKey, Snapshot,
-};
+use super::{Backend, BackendOptions, DiscoveryError, Listing, Provider, Registration, ServiceKey};
 
 /// Longest one unary etcd request may take before it counts as "unreachable".
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -98,7 +96,7 @@ impl Backend for Etcd {
     fn register(
         &self,
         key: &ServiceKey,
-        instance: &Instance,
+        instance: &Provider,
     ) -> BoxFuture<'static, Result<Registration, DiscoveryError>> {
         let hosts = self.hosts.clone();
         let url = self.url();
@@ -132,8 +130,8 @@ impl Backend for Etcd {
         })
     }
 
-    fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Snapshot> {
-        let (tx, rx) = watch::channel(Snapshot::default());
+    fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Listing> {
+        let (tx, rx) = watch::channel(Listing::default());
         tokio::spawn(follow(self.hosts.clone(), prefix(key), self.resync, tx));
         rx
     }
@@ -247,11 +245,11 @@ async fn keep_registered(
 }
 
 /// The consumer's loop for one prefix: list, watch, re-list; publish into `tx`.
-async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch::Sender<Snapshot>) {
+async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch::Sender<Listing>) {
     let mut client = None;
     let mut t = Tracked::default();
     let mut backoff = BACKOFF_MIN;
-    let publish = |tx: &watch::Sender<Snapshot>, t: &Tracked, listed: bool| {
+    let publish = |tx: &watch::Sender<Listing>, t: &Tracked, listed: bool| {
         tx.send_modify(|s| {
             s.revision = t.applied;
             s.instances = Arc::new(t.set.values().cloned().collect());
@@ -262,7 +260,7 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
             }
         });
     };
-    let unreachable = |tx: &watch::Sender<Snapshot>, e: &str| {
+    let unreachable = |tx: &watch::Sender<Listing>, e: &str| {
         tx.send_if_modified(|s| {
             let changed = s.connected || s.error.as_deref() != Some(e);
             s.connected = false;
@@ -354,7 +352,7 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
                             let Ok(k) = kv.key_str() else { continue };
                             let address = k.strip_prefix(prefix.as_str()).unwrap_or(k).to_string();
                             let instance = match ev.event_type() {
-                                EventType::Put => match Instance::decode(kv.value()) {
+                                EventType::Put => match Provider::decode(kv.value()) {
                                     Ok(i) => Some(i),
                                     Err(e) => {
                                         // A bad value replaces a good one: drop the address.
@@ -390,7 +388,7 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
 }
 
 /// Sleeps `backoff` (doubling it); true if every receiver is gone.
-async fn wait(tx: &watch::Sender<Snapshot>, backoff: &mut Duration) -> bool {
+async fn wait(tx: &watch::Sender<Listing>, backoff: &mut Duration) -> bool {
     let closed = tokio::select! {
         _ = tx.closed() => true,
         _ = tokio::time::sleep(*backoff) => false,
@@ -404,14 +402,14 @@ async fn wait(tx: &watch::Sender<Snapshot>, backoff: &mut Duration) -> bool {
 async fn list(
     client: &mut Client,
     prefix: &str,
-) -> Result<(i64, BTreeMap<String, Instance>), String> {
+) -> Result<(i64, BTreeMap<String, Provider>), String> {
     let resp = bounded(client.get(prefix, Some(GetOptions::new().with_prefix()))).await?;
     let rev = resp.header().map_or(0, |h| h.revision());
     let mut set = BTreeMap::new();
     for kv in resp.kvs() {
         let Ok(k) = kv.key_str() else { continue };
         let address = k.strip_prefix(prefix).unwrap_or(k).to_string();
-        match Instance::decode(kv.value()) {
+        match Provider::decode(kv.value()) {
             Ok(i) => {
                 set.insert(address, i);
             }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::ParseEndpoints;
-use super::{static_list, Backend, Instance, ServiceKey, Snapshot};
+use super::{static_list, Backend, Listing, Provider, ServiceKey};
 
 /// A providers file.
 pub struct WatchedFile {
@@ -31,7 +31,7 @@ fn read(
     path: &std::path::Path,
     key: &ServiceKey,
     parse: ParseEndpoints,
-) -> Result<(String, Vec<Instance>), String> {
+) -> Result<(String, Vec<Provider>), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
     let base = path.parent().unwrap_or(std::path::Path::new("."));
     let endpoints = parse(&text, &path.display().to_string(), base)?;
@@ -43,7 +43,7 @@ impl Backend for WatchedFile {
         format!("file:{}", self.path.display())
     }
 
-    fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Snapshot> {
+    fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Listing> {
         let (path, poll, key, parse) = (self.path.clone(), self.poll, key.clone(), self.parse);
         // The text the first snapshot came from is the baseline, read before the task
         // runs so a change made right after subscribing is not missed.
@@ -51,7 +51,7 @@ impl Backend for WatchedFile {
         let first = match read(&path, &key, parse) {
             Ok((text, instances)) => {
                 last_text = Some(text);
-                Snapshot {
+                Listing {
                     revision: 1,
                     instances: Arc::new(instances),
                     connected: true,
@@ -61,9 +61,9 @@ impl Backend for WatchedFile {
             }
             Err(e) => {
                 tracing::warn!(file = %path.display(), "providers file: {e}");
-                Snapshot {
+                Listing {
                     error: Some(e),
-                    ..Snapshot::default()
+                    ..Listing::default()
                 }
             }
         };

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::config::Groups;
-use super::{unix_ms, warmup_permille, Backend, DiscoveryError, Instance, ServiceKey, Snapshot};
+use super::{unix_ms, warmup_permille, Backend, DiscoveryError, Listing, Provider, ServiceKey};
 use axle_core::EndpointSpec;
 
 /// What a follower drives: a client's endpoint table and its endpoints' facts.
@@ -53,18 +53,18 @@ pub struct Plan<'a> {
     /// The group serving traffic.
     pub group: &'a str,
     /// The instances of the table, primary first.
-    pub instances: Vec<&'a Instance>,
+    pub instances: Vec<&'a Provider>,
 }
 
 /// The secondary-group rule (see the module doc). `admissible` counts the admissible
 /// endpoints among the primary's.
 pub fn plan<'a>(
     groups: &'a Groups,
-    primary: &'a Snapshot,
-    secondary: Option<&'a Snapshot>,
+    primary: &'a Listing,
+    secondary: Option<&'a Listing>,
     admissible: impl Fn(&[&str]) -> usize,
 ) -> Plan<'a> {
-    let mine: Vec<&Instance> = primary.instances.iter().collect();
+    let mine: Vec<&Provider> = primary.instances.iter().collect();
     let addresses: Vec<&str> = mine.iter().map(|i| i.address.as_str()).collect();
     let primary_ok = !mine.is_empty() && admissible(&addresses) > 0;
     match (groups.secondary.as_deref(), secondary) {
@@ -151,8 +151,8 @@ async fn run(
     target: Arc<dyn Target>,
     service: String,
     groups: Groups,
-    mut primary: watch::Receiver<Snapshot>,
-    mut secondary: Option<watch::Receiver<Snapshot>>,
+    mut primary: watch::Receiver<Listing>,
+    mut secondary: Option<watch::Receiver<Listing>>,
     warmup: Duration,
     tick: Duration,
     tx: watch::Sender<FollowState>,

@@ -13,9 +13,9 @@
 //! key, so a consumer of group `blue` never sees `green` providers unless it names `green`
 //! as its secondary group ([`follow`]).
 //!
-//! Providers register an [`Instance`] (address plus metadata: weight, tags, zone, start
+//! Providers register an [`Provider`] (address plus metadata: weight, tags, zone, start
 //! time, warm-up, version); consumers [`Backend::subscribe`] to a key and always hold the
-//! latest [`Snapshot`]. Backends that can fail (etcd) keep the last good snapshot while
+//! latest [`Listing`]. Backends that can fail (etcd) keep the last good snapshot while
 //! they cannot reach their source, so callers go on serving from it.
 
 pub mod config;
@@ -105,7 +105,7 @@ pub fn check_name(what: &'static str, value: &str) -> Result<(), DiscoveryError>
 
 /// One provider instance as registered: where it is and what consumers should know.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Instance {
+pub struct Provider {
     /// `host:port` consumers dial.
     pub address: String,
     /// Configured relative weight (before warm-up and health).
@@ -133,10 +133,10 @@ fn default_weight() -> u32 {
     axle_core::endpoint::DEFAULT_WEIGHT
 }
 
-impl Instance {
+impl Provider {
     /// An instance at `address` with the default weight, started now.
-    pub fn new(address: impl Into<String>) -> Instance {
-        Instance {
+    pub fn new(address: impl Into<String>) -> Provider {
+        Provider {
             address: address.into(),
             weight: default_weight(),
             tags: BTreeMap::new(),
@@ -165,8 +165,8 @@ impl Instance {
     }
 
     /// Parses a registered value, rejecting what a consumer could not dial.
-    pub fn decode(bytes: &[u8]) -> Result<Instance, String> {
-        let i: Instance = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    pub fn decode(bytes: &[u8]) -> Result<Provider, String> {
+        let i: Provider = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         check_address(&i.address)?;
         Ok(i)
     }
@@ -189,12 +189,12 @@ pub fn unix_ms() -> u64 {
 
 /// What a consumer knows about one discovery key.
 #[derive(Clone, Debug, Default)]
-pub struct Snapshot {
+pub struct Listing {
     /// The registry's revision this set is consistent with (0: never listed). Events at
     /// or below it are stale and discarded.
     pub revision: i64,
     /// The providers, by address order.
-    pub instances: Arc<Vec<Instance>>,
+    pub instances: Arc<Vec<Provider>>,
     /// Whether the last attempt to reach the registry worked. While it is false the set
     /// is the cached one.
     pub connected: bool,
@@ -270,14 +270,14 @@ pub trait Backend: Send + Sync {
     fn register(
         &self,
         _key: &ServiceKey,
-        _instance: &Instance,
+        _instance: &Provider,
     ) -> BoxFuture<'static, Result<Registration, DiscoveryError>> {
         let backend = self.describe();
         Box::pin(async move { Err(DiscoveryError::ReadOnly { backend }) })
     }
 
     /// The providers of `key`, kept current for as long as a receiver lives.
-    fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Snapshot>;
+    fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Listing>;
 }
 
 /// A parsed registry URL.

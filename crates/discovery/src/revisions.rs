@@ -9,20 +9,20 @@
 
 use std::collections::BTreeMap;
 
-use super::Instance;
+use super::Provider;
 
 /// The set of one key and the revision it is consistent with.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tracked {
     /// By registry key suffix (the address).
-    pub set: BTreeMap<String, Instance>,
+    pub set: BTreeMap<String, Provider>,
     /// The highest revision applied.
     pub applied: i64,
 }
 
 impl Tracked {
     /// Applies a full listing taken at `revision`; false if it was older than the set.
-    pub fn listing(&mut self, revision: i64, set: BTreeMap<String, Instance>) -> bool {
+    pub fn listing(&mut self, revision: i64, set: BTreeMap<String, Provider>) -> bool {
         if revision < self.applied {
             return false;
         }
@@ -33,7 +33,7 @@ impl Tracked {
 
     /// Applies a put (`Some`) or delete (`None`) of `address` at `revision`; false if it
     /// was stale.
-    pub fn event(&mut self, revision: i64, address: String, instance: Option<Instance>) -> bool {
+    pub fn event(&mut self, revision: i64, address: String, instance: Option<Provider>) -> bool {
         if revision <= self.applied {
             return false;
         }

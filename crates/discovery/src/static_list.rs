@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::{Backend, Instance, ServiceKey, Snapshot};
+use super::{Backend, Listing, Provider, ServiceKey};
 use crate::{defaults, EndpointSpec};
 
 /// The manifest's endpoint lists.
@@ -31,8 +31,8 @@ pub fn group_of(spec: &EndpointSpec) -> &str {
 
 /// An instance for a listed endpoint: no start time, so no warm-up (a list is "always
 /// there"); the `group` tag stays a tag.
-pub fn instance_of(spec: &EndpointSpec) -> Instance {
-    Instance {
+pub fn instance_of(spec: &EndpointSpec) -> Provider {
+    Provider {
         address: spec.address.clone(),
         weight: spec.weight,
         tags: spec.tags.iter().cloned().collect(),
@@ -44,8 +44,8 @@ pub fn instance_of(spec: &EndpointSpec) -> Instance {
 }
 
 /// The instances of `key.service` in `key.group` from `lists`.
-pub fn select(lists: &BTreeMap<String, Vec<EndpointSpec>>, key: &ServiceKey) -> Vec<Instance> {
-    let mut out: Vec<Instance> = lists
+pub fn select(lists: &BTreeMap<String, Vec<EndpointSpec>>, key: &ServiceKey) -> Vec<Provider> {
+    let mut out: Vec<Provider> = lists
         .get(&key.service)
         .into_iter()
         .flatten()
@@ -62,8 +62,8 @@ impl Backend for StaticList {
         "static (the manifest's endpoints)".into()
     }
 
-    fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Snapshot> {
-        let (_tx, rx) = watch::channel(Snapshot {
+    fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Listing> {
+        let (_tx, rx) = watch::channel(Listing {
             revision: 1,
             instances: Arc::new(select(&self.endpoints, key)),
             connected: true,

@@ -71,17 +71,17 @@ fn warmup_ramps_linearly_and_never_starves() {
 
 #[test]
 fn instances_round_trip_and_bad_values_are_errors() {
-    let mut i = Instance::new("127.0.0.1:7300");
+    let mut i = Provider::new("127.0.0.1:7300");
     i.zone = Some("z1".into());
     i.version = Some("1.2".into());
     i.tags.insert("lane".into(), "canary".into());
-    assert_eq!(Instance::decode(&i.encode()).unwrap(), i);
+    assert_eq!(Provider::decode(&i.encode()).unwrap(), i);
     let spec = i.endpoint_spec();
     assert!(spec.tags.contains(&("zone".into(), "z1".into())));
     assert!(spec.tags.contains(&("lane".into(), "canary".into())));
-    assert!(Instance::decode(b"not json").is_err());
-    assert!(Instance::decode(br#"{"address":"nohost"}"#).is_err());
-    let minimal = Instance::decode(br#"{"address":"h:1"}"#).unwrap();
+    assert!(Provider::decode(b"not json").is_err());
+    assert!(Provider::decode(br#"{"address":"nohost"}"#).is_err());
+    let minimal = Provider::decode(br#"{"address":"h:1"}"#).unwrap();
     assert_eq!((minimal.weight, minimal.start_ms), (100, None));
 }
 
@@ -108,10 +108,10 @@ fn the_static_list_groups_by_tag() {
     assert!(addrs("green").is_empty());
 }
 
-fn snapshot(addrs: &[&str]) -> Snapshot {
-    Snapshot {
+fn snapshot(addrs: &[&str]) -> Listing {
+    Listing {
         revision: 1,
-        instances: std::sync::Arc::new(addrs.iter().map(|a| Instance::new(*a)).collect()),
+        instances: std::sync::Arc::new(addrs.iter().map(|a| Provider::new(*a)).collect()),
         connected: true,
         lists: 1,
         error: None,
@@ -191,11 +191,11 @@ async fn a_watched_file_is_reread_and_a_broken_one_keeps_the_last_good_list() {
     .unwrap();
     let key = ServiceKey::new("default", "echo", "default").unwrap();
     assert!(
-        backend.register(&key, &Instance::new("h:1")).await.is_err(),
+        backend.register(&key, &Provider::new("h:1")).await.is_err(),
         "read-only"
     );
     let mut rx = backend.subscribe(&key);
-    let addrs = |s: &Snapshot| {
+    let addrs = |s: &Listing| {
         s.instances
             .iter()
             .map(|i| i.address.clone())
@@ -229,14 +229,14 @@ async fn a_watched_file_is_reread_and_a_broken_one_keeps_the_last_good_list() {
 #[test]
 fn stale_listings_and_events_are_discarded() {
     use revisions::Tracked;
-    let one = |a: &str| [(a.to_string(), Instance::new(a))].into_iter().collect();
+    let one = |a: &str| [(a.to_string(), Provider::new(a))].into_iter().collect();
     let mut t = Tracked::default();
     assert!(t.listing(10, one("h:1")));
     // An event the listing already contains (revision <= 10): stale.
-    assert!(!t.event(9, "h:2".into(), Some(Instance::new("h:2"))));
+    assert!(!t.event(9, "h:2".into(), Some(Provider::new("h:2"))));
     assert!(!t.event(10, "h:1".into(), None));
     assert_eq!(t.set.len(), 1);
-    assert!(t.event(11, "h:2".into(), Some(Instance::new("h:2"))));
+    assert!(t.event(11, "h:2".into(), Some(Provider::new("h:2"))));
     assert!(t.event(12, "h:1".into(), None));
     assert_eq!(t.set.keys().collect::<Vec<_>>(), ["h:2"]);
     // A slow listing from before those events must not bring h:1 back.
@@ -245,6 +245,6 @@ fn stale_listings_and_events_are_discarded() {
     // A newer listing is the truth, even where it disagrees (a missed event).
     assert!(t.listing(20, one("h:3")));
     assert_eq!(t.set.keys().collect::<Vec<_>>(), ["h:3"]);
-    assert!(!t.event(19, "h:4".into(), Some(Instance::new("h:4"))));
+    assert!(!t.event(19, "h:4".into(), Some(Provider::new("h:4"))));
     assert_eq!(t.applied, 20);
 }

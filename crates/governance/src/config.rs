@@ -62,7 +62,7 @@ macro_rules! governance {
         /// One tier as written: every key optional.
         #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
         #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-        pub struct Layer {
+        pub struct TierSettings {
             $( $(#[doc = $doc])* pub $field: Option<$ty>, )*
             /// What a finally failed call answers (none: the error).
             pub fallback: Option<Fallback>,
@@ -82,7 +82,7 @@ macro_rules! governance {
             }
         }
 
-        impl Layer {
+        impl TierSettings {
             /// Checks every value present; the error names the key.
             pub fn validate(&self) -> Result<(), (&'static str, String)> {
                 $(
@@ -101,7 +101,7 @@ macro_rules! governance {
         }
 
         /// Resolves the tiers, most general first, remembering where each value came from.
-        pub fn resolve(tiers: &[(Tier, &Layer)]) -> (Governance, Vec<(&'static str, String, Tier)>) {
+        pub fn resolve(tiers: &[(Tier, &TierSettings)]) -> (Governance, Vec<(&'static str, String, Tier)>) {
             let mut g = Governance::default();
             let mut rows = Vec::new();
             $(
@@ -202,7 +202,7 @@ impl Governance {
 mod tests {
     use super::*;
 
-    fn layer(text: &str) -> Layer {
+    fn layer(text: &str) -> TierSettings {
         toml::from_str(text).unwrap()
     }
 
@@ -212,7 +212,7 @@ mod tests {
         let service = layer("retries = 4\nbreaker = false");
         let method = layer("retries = 0\nfallback = { value = \"cached\" }");
         // (tiers present, key, expected value, expected tier)
-        type Case<'a> = (&'a [(Tier, &'a Layer)], &'a str, &'a str, Tier);
+        type Case<'a> = (&'a [(Tier, &'a TierSettings)], &'a str, &'a str, Tier);
         let cases: &[Case] = &[
             (&[], "retries", "2", Tier::Default),
             (&[(Tier::Global, &global)], "retries", "1", Tier::Global),
@@ -309,7 +309,7 @@ mod tests {
             assert_eq!(err.0, key, "{text}");
         }
         assert!(
-            toml::from_str::<Layer>("retrys = 1").is_err(),
+            toml::from_str::<TierSettings>("retrys = 1").is_err(),
             "unknown keys fail"
         );
     }

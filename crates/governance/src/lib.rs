@@ -7,4 +7,4 @@ pub mod budget;
 mod config;
 pub mod guard;
 
-pub use config::{resolve, Fallback, Governance, Layer, Tier};
+pub use config::{resolve, Fallback, Governance, Tier, TierSettings};

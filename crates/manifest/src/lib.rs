@@ -57,11 +57,11 @@ pub struct Manifest {
     /// Per-service provider endpoints.
     pub endpoints: BTreeMap<String, Vec<EndpointSpec>>,
     /// `[governance]`: the global tier.
-    pub governance: axle_governance::Layer,
+    pub governance: axle_governance::TierSettings,
     /// `[services.<s>.governance]`: the service tier.
-    pub service_governance: BTreeMap<String, axle_governance::Layer>,
+    pub service_governance: BTreeMap<String, axle_governance::TierSettings>,
     /// `[services.<s>.methods.<m>]`: the method tier.
-    pub method_governance: BTreeMap<(String, String), axle_governance::Layer>,
+    pub method_governance: BTreeMap<(String, String), axle_governance::TierSettings>,
     /// `[discovery]` and `[services.<s>.discovery]`: registry, namespace, groups, timings.
     pub discovery: axle_discovery::DiscoveryConfig,
 }
@@ -91,7 +91,7 @@ fn read_raw(text: &str) -> Result<RawManifest, KeyError> {
 
 /// Validates the raw tables into a manifest (`file` is filled in by the caller).
 fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
-    let check_layer = |prefix: &str, layer: &axle_governance::Layer| {
+    let check_layer = |prefix: &str, layer: &axle_governance::TierSettings| {
         layer
             .validate()
             .map_err(|(key, reason)| (format!("{prefix}{key}"), reason))

@@ -11,7 +11,7 @@ use axle_plugin_host::PluginKind;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawManifest {
     #[serde(default)]
-    pub(crate) governance: axle_governance::Layer,
+    pub(crate) governance: axle_governance::TierSettings,
     #[serde(default)]
     pub(crate) serve: RawServe,
     #[serde(default)]
@@ -46,9 +46,9 @@ pub(crate) struct RawServe {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawService {
     #[serde(default)]
-    pub(crate) governance: axle_governance::Layer,
+    pub(crate) governance: axle_governance::TierSettings,
     #[serde(default)]
-    pub(crate) methods: BTreeMap<String, axle_governance::Layer>,
+    pub(crate) methods: BTreeMap<String, axle_governance::TierSettings>,
     #[serde(default)]
     pub(crate) slots: RawSlots,
     #[serde(default)]

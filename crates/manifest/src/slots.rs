@@ -70,7 +70,7 @@ pub(crate) fn check(
 pub(crate) fn check_tier_selector(
     plugins: &BTreeMap<String, PluginSpec>,
     prefix: &str,
-    layer: &axle_governance::Layer,
+    layer: &axle_governance::TierSettings,
 ) -> Result<(), KeyError> {
     let Some(name) = layer.selector.as_deref().filter(|n| !n.is_empty()) else {
         return Ok(());

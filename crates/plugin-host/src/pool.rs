@@ -13,13 +13,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
-/// A fixed set of slots.
+/// A fixed set of members (instances, with what the kind keeps beside each).
 pub struct Pool<S> {
     shards: Box<[Mutex<S>]>,
 }
 
 fn lock<S>(m: &Mutex<S>) -> MutexGuard<'_, S> {
-    // A panic while holding the lock cannot leave a slot half-updated in a way that
+    // A panic while holding the lock cannot leave a member half-updated in a way that
     // matters more than losing the kernel: keep serving.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -33,15 +33,15 @@ fn home_shard(n: usize) -> usize {
 }
 
 impl<S> Pool<S> {
-    /// A pool of the given slots (at least one).
-    pub fn new(slots: Vec<S>) -> Self {
-        assert!(!slots.is_empty(), "a pool needs a slot");
+    /// A pool of the given members (at least one).
+    pub fn new(members: Vec<S>) -> Self {
+        assert!(!members.is_empty(), "a pool needs a member");
         Pool {
-            shards: slots.into_iter().map(Mutex::new).collect(),
+            shards: members.into_iter().map(Mutex::new).collect(),
         }
     }
 
-    /// Runs `f` on a free slot.
+    /// Runs `f` on a free member.
     pub fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
         let n = self.shards.len();
         if n == 1 {
@@ -56,7 +56,7 @@ impl<S> Pool<S> {
         f(&mut lock(&self.shards[home]))
     }
 
-    /// Runs `f` on every slot in turn (pushing a table to all instances).
+    /// Runs `f` on every member in turn (pushing a table to all instances).
     pub fn each(&self, mut f: impl FnMut(&mut S)) {
         for shard in self.shards.iter() {
             f(&mut lock(shard));

@@ -1,17 +1,11 @@
 //! The provider's side: a [`Server`] accepts connections and runs each request through
-//! the pipeline of DESIGN.md, one stage per file in `stages/`:
-//!
-//! ```text
-//! closing? -> limit (limiter plugin) -> dispatch (deadline check, handler with the
-//! remaining budget) -> response frame
-//! ```
-//!
-//! Concurrency guards, fuses and internal-only checks (governance) slot in between.
-//! Every method's requests, answers by class and handler latency are counted on the way
-//! (`stats`), for [`Server::stats`].
+//! the request path that `pipeline.rs` lists in order (one stage per file in `stages/`;
+//! `docs/architecture.md` draws it). Every method's requests, answers by class and
+//! handler latency are counted on the way (`stats`), for [`Server::stats`].
 
 mod context;
 mod handler;
+mod pipeline;
 pub mod stages;
 pub mod stats;
 
@@ -358,7 +352,7 @@ impl Pipeline {
 
 impl Dispatch for Pipeline {
     fn dispatch(self: Arc<Self>, request: Frame, peer: SocketAddr) -> BoxFuture<'static, Frame> {
-        Box::pin(async move { stages::run(&self, request, peer).await })
+        Box::pin(async move { pipeline::run(&self, request, peer).await })
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axle::client::{CallOptions, Client, ClientConfig};
-use axle::discovery::{Instance, RegistryUrl, ServiceKey};
+use axle::discovery::{Provider, RegistryUrl, ServiceKey};
 use axle::manifest::{EndpointSpec, Manifest};
 use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
@@ -91,7 +91,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         let group = args.discovery.groups(&manifest, "flaky").primary;
         let key = ServiceKey::new(&namespace, "flaky", &group)?;
         for server in &mut servers {
-            let instance = Instance::new(server.local_addr().to_string());
+            let instance = Provider::new(server.local_addr().to_string());
             axle::exposure::register(
                 server,
                 backend.as_ref(),

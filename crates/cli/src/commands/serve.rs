@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use axle::discovery::{Instance, RegistryUrl, ServiceKey};
+use axle::discovery::{Provider, RegistryUrl, ServiceKey};
 use axle::manifest::Manifest;
 use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
@@ -119,7 +119,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .group
         .clone()
         .unwrap_or_else(|| manifest.discovery.groups.primary.clone());
-    let mut instance = Instance::new("");
+    let mut instance = Provider::new("");
     instance.weight = args.weight;
     instance.zone = args.zone.clone();
     instance.version = args.app_version.clone();

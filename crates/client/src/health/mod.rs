@@ -5,7 +5,7 @@
 //! (`monitor.rs`).
 //!
 //! Every change reaches the plugins as a new versioned endpoint table (the client's
-//! registry publishes it), so no selector or router keeps routing to a removed endpoint.
+//! client state publishes it), so no selector or router keeps routing to a removed endpoint.
 
 pub mod monitor;
 pub mod rotation;

@@ -9,31 +9,31 @@
 //!   traffic at once.
 //! - **Scoring**, every `health-interval-ms` and whenever the call path saw a refused
 //!   connect: the health-scorer plugin judges each reachable endpoint's window; then the
-//!   registry recomputes the rotations and publishes a new table if anything changed.
+//!   state recomputes the rotations and publishes a new table if anything changed.
 //!
-//! Both hold the registry weakly between rounds: dropping the client ends them.
+//! Both hold the state weakly between rounds: dropping the client ends them.
 
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use super::{HealthChange, HealthState, Settings, Status};
-use crate::registry::{Endpoint, Registry};
+use crate::state::{ClientState, Endpoint};
 use axle_plugin_host::kinds::health_scorer::{Verdict, WindowStats};
 
 /// Starts both tasks on the current Tokio runtime.
-pub fn spawn(registry: &Arc<Registry>) {
-    let settings = registry.health;
-    let weak = Arc::downgrade(registry);
+pub fn spawn(state: &Arc<ClientState>) {
+    let settings = state.health;
+    let weak = Arc::downgrade(state);
     tokio::spawn(heartbeats(weak.clone(), settings));
-    tokio::spawn(scoring(weak, registry.changed.clone(), settings));
+    tokio::spawn(scoring(weak, state.changed.clone(), settings));
 }
 
-async fn heartbeats(registry: Weak<Registry>, settings: Settings) {
+async fn heartbeats(state: Weak<ClientState>, settings: Settings) {
     let mut tick = tokio::time::interval(settings.heartbeat_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some(reg) = registry.upgrade() else {
+        let Some(reg) = state.upgrade() else {
             return;
         };
         let endpoints = reg.all_endpoints();
@@ -47,7 +47,7 @@ async fn heartbeats(registry: Weak<Registry>, settings: Settings) {
 /// calls (`axle stats --manifest`) otherwise never learns whether its endpoints are up,
 /// since heartbeats only go over connections that calls opened. A refused dial makes the
 /// endpoint unreachable; a made one is heartbeaten like any other.
-pub async fn reach_all(reg: &Registry) {
+pub async fn reach_all(reg: &ClientState) {
     let settings = reg.health;
     let endpoints = reg.all_endpoints();
     let rounds = endpoints.iter().map(|ep| reach(ep, settings));
@@ -72,7 +72,7 @@ async fn reach(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
 
 /// Publishes the new rotation, then tells subscribers: whoever hears of a change finds the
 /// rotation already reflecting it.
-fn announce(reg: &Registry, endpoints: &[Arc<Endpoint>], changes: Vec<Option<HealthChange>>) {
+fn announce(reg: &ClientState, endpoints: &[Arc<Endpoint>], changes: Vec<Option<HealthChange>>) {
     if changes.iter().all(Option::is_none) {
         return;
     }
@@ -155,7 +155,7 @@ async fn probe(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
     }
 }
 
-async fn scoring(registry: Weak<Registry>, changed: Arc<tokio::sync::Notify>, settings: Settings) {
+async fn scoring(state: Weak<ClientState>, changed: Arc<tokio::sync::Notify>, settings: Settings) {
     let mut tick = tokio::time::interval(settings.score_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -163,7 +163,7 @@ async fn scoring(registry: Weak<Registry>, changed: Arc<tokio::sync::Notify>, se
             _ = tick.tick() => {}
             _ = changed.notified() => {}
         }
-        let Some(reg) = registry.upgrade() else {
+        let Some(reg) = state.upgrade() else {
             return;
         };
         let endpoints = reg.all_endpoints();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::registry::{Registry, ServiceState};
+use crate::state::{ClientState, ServiceState};
 use crate::{CallError, Reply};
 use axle_plugin_host::kinds::serializer::Value;
 
@@ -26,8 +26,8 @@ pub fn encode(svc: &Arc<ServiceState>, value: &Value) -> Result<(Bytes, String),
 }
 
 /// Decodes a response with the serializer of its content type.
-pub fn decode(registry: &Registry, reply: &Reply) -> Result<Value, CallError> {
-    let loadout = registry.loadout.load();
+pub fn decode(state: &ClientState, reply: &Reply) -> Result<Value, CallError> {
+    let loadout = state.loadout.load();
     let serializer = loadout
         .serializers
         .get(&reply.content_type)

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use crate::registry::Endpoint;
+use crate::state::Endpoint;
 use crate::{CallError, Reply};
 use axle_governance::breaker::{Permit, Verdict};
 use axle_plugin_host::kinds::selector::SelectorPlugin;

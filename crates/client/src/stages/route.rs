@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::registry::{MethodPolicy, RouteMemo, ServiceState};
+use crate::state::{MethodPolicy, RouteMemo, ServiceState};
 use crate::{CallError, CallOptions};
 use axle_plugin_host::kinds::router::RouteRequest;
 

@@ -4,7 +4,7 @@
 //! is defined on this rare path.
 
 use super::route::Candidates;
-use crate::registry::{Endpoint, Registry, ServiceState};
+use crate::state::{ClientState, Endpoint, ServiceState};
 use crate::{CallError, CallOptions};
 use axle_governance::breaker::Permit;
 use axle_plugin_host::kinds::selector::SelectorPlugin;
@@ -12,7 +12,7 @@ use axle_plugin_host::kinds::selector::SelectorPlugin;
 /// The endpoint for this attempt (held, so it outlives a removal mid-call), and its
 /// breaker permit.
 pub fn pick(
-    registry: &Registry,
+    state: &ClientState,
     svc: &ServiceState,
     selector: &SelectorPlugin,
     candidates: &Candidates,
@@ -42,7 +42,7 @@ pub fn pick(
                 reason: format!("the selector picked endpoint {id} outside the candidates"),
             });
         }
-        let Some(ep) = registry.endpoint(id) else {
+        let Some(ep) = state.endpoint(id) else {
             // It left the client since this call routed (discovery removed it while the
             // new table was on its way to the selector): not a candidate any more.
             excluded.push(id);

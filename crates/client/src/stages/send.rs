@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::registry::Endpoint;
+use crate::state::Endpoint;
 use crate::{Call, CallError, Reply};
 use axle_wire::{Metadata, FLAG_EXTERNAL};
 

@@ -17,7 +17,7 @@ crate::kinds::world_kind!(LimiterKind, limiter, Limiter, LimiterPre, "limiter wo
 /// Rejections from a failed limiter ask callers to come back after this long.
 const FAIL_CLOSED_RETRY_AFTER_MS: u32 = 1000;
 
-struct Slot {
+struct Member {
     inst: Instance<LimiterKind>,
     /// Keys this instance has been told about (in id order), for replay.
     known: Vec<Arc<LimitKey>>,
@@ -46,7 +46,7 @@ type Bucket = Vec<(Arc<LimitKey>, std::net::IpAddr, u32)>;
 
 /// A loaded limiter.
 pub struct LimiterPlugin {
-    pool: Pool<Slot>,
+    pool: Pool<Member>,
     on_error_admit: bool,
     /// Interned keys, by the hash of their parts. Read per request, written once per new
     /// key.
@@ -70,7 +70,7 @@ impl LimiterPlugin {
             pool: Pool::new(
                 instances
                     .into_iter()
-                    .map(|inst| Slot {
+                    .map(|inst| Member {
                         inst,
                         known: Vec::new(),
                     })
@@ -137,9 +137,10 @@ impl LimiterPlugin {
     /// know (its optional `export-state`; `None` if it has none). One instance answers:
     /// limiters keep one.
     pub fn export_state(&self) -> Option<Vec<u8>> {
-        self.pool.with(|slot| {
-            self.catch_up(slot).ok()?;
-            slot.inst
+        self.pool.with(|member| {
+            self.catch_up(member).ok()?;
+            member
+                .inst
                 .call_optional::<(), (Vec<u8>,)>("export-state", ())
                 .map(|(bytes,)| bytes)
         })
@@ -149,8 +150,8 @@ impl LimiterPlugin {
     /// `import-state`, before any key is defined. Returns whether the plugin took it.
     pub fn import_state(&self, state: &[u8]) -> bool {
         let mut took = false;
-        self.pool.each(|slot| {
-            took |= slot
+        self.pool.each(|member| {
+            took |= member
                 .inst
                 .call_optional::<(&[u8],), ()>("import-state", (state,))
                 .is_some();
@@ -160,9 +161,10 @@ impl LimiterPlugin {
 
     /// Asks to admit `permits` under `key` (interned by [`LimiterPlugin::key_id`]).
     pub fn acquire(&self, key: u32, permits: u32) -> Admitted {
-        self.pool.with(|slot| {
-            let answer = self.catch_up(slot).and_then(|()| {
-                slot.inst
+        self.pool.with(|member| {
+            let answer = self.catch_up(member).and_then(|()| {
+                member
+                    .inst
                     .call("acquire", |b, s| b.call_acquire(s, key, permits))
             });
             match answer {
@@ -186,10 +188,10 @@ impl LimiterPlugin {
 
     /// Brings an instance up to date: a new instance hears every key again, a live one
     /// only the keys interned since it last heard.
-    fn catch_up(&self, slot: &mut Slot) -> Result<(), Fault> {
-        if !slot.inst.is_live() {
-            let known = slot.known.clone();
-            slot.inst.ensure(|bindings, store| {
+    fn catch_up(&self, member: &mut Member) -> Result<(), Fault> {
+        if !member.inst.is_live() {
+            let known = member.known.clone();
+            member.inst.ensure(|bindings, store| {
                 for (id, key) in known.iter().enumerate() {
                     bindings.call_key_defined(&mut *store, id as u32, key)?;
                 }
@@ -197,12 +199,13 @@ impl LimiterPlugin {
             })?;
         }
         let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
-        while slot.known.len() < keys.len() {
-            let id = slot.known.len();
+        while member.known.len() < keys.len() {
+            let id = member.known.len();
             let key = keys[id].clone();
-            slot.inst
+            member
+                .inst
                 .call("key-defined", |b, s| b.call_key_defined(s, id as u32, &key))?;
-            slot.known.push(key);
+            member.known.push(key);
         }
         Ok(())
     }

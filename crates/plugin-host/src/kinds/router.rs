@@ -11,12 +11,12 @@ pub use axle_spi::RouteRequest;
 
 crate::kinds::world_kind!(RouterKind, router, Router, RouterPre, "router world");
 
-struct Slot {
+struct Member {
     inst: Instance<RouterKind>,
     table: Option<Arc<wit::EndpointTable>>,
 }
 
-impl Slot {
+impl Member {
     fn ensure(&mut self) -> Result<(), Fault> {
         if self.inst.is_live() {
             return Ok(());
@@ -40,7 +40,7 @@ pub struct Routed {
 
 /// A loaded router.
 pub struct RouterPlugin {
-    pool: Pool<Slot>,
+    pool: Pool<Member>,
 }
 
 impl RouterPlugin {
@@ -49,7 +49,7 @@ impl RouterPlugin {
             pool: Pool::new(
                 instances
                     .into_iter()
-                    .map(|inst| Slot { inst, table: None })
+                    .map(|inst| Member { inst, table: None })
                     .collect(),
             ),
         }
@@ -58,10 +58,10 @@ impl RouterPlugin {
     /// Pushes a new endpoint table to every instance.
     pub fn endpoints_changed(&self, table: &axle_spi::EndpointTable) {
         let table = Arc::new(crate::convert::table(table));
-        self.pool.each(|slot| {
-            slot.table = Some(table.clone());
-            if slot.ensure().is_ok() {
-                let _ = slot.inst.call("endpoints-changed", |b, s| {
+        self.pool.each(|member| {
+            member.table = Some(table.clone());
+            if member.ensure().is_ok() {
+                let _ = member.inst.call("endpoints-changed", |b, s| {
                     b.call_endpoints_changed(s, &table)
                 });
             }
@@ -71,9 +71,9 @@ impl RouterPlugin {
     /// Narrows `candidates` for `request`.
     pub fn route(&self, candidates: &[u32], request: &RouteRequest) -> Routed {
         let request = &crate::convert::route_request(request);
-        self.pool.with(|slot| {
-            let answer = match slot.ensure() {
-                Ok(()) => slot
+        self.pool.with(|member| {
+            let answer = match member.ensure() {
+                Ok(()) => member
                     .inst
                     .call("route", |b, s| b.call_route(s, candidates, request)),
                 Err(fault) => Err(fault),
@@ -91,7 +91,7 @@ impl RouterPlugin {
                             by_plugin: true,
                         },
                         Some(stray) => {
-                            slot.inst.fault(
+                            member.inst.fault(
                                 "route",
                                 &Fault::Invalid(format!("endpoint {stray} was not a candidate")),
                             );

@@ -29,14 +29,14 @@ struct SetMembers {
 }
 
 /// One instance with everything pushed to it, so a replacement can be brought up to date.
-struct Slot {
+struct Member {
     inst: Instance<SelectorKind>,
     table: Option<Arc<wit::EndpointTable>>,
     sets: HashMap<u32, Arc<SetMembers>>,
     pending: Vec<wit::Outcome>,
 }
 
-impl Slot {
+impl Member {
     fn ensure(&mut self) -> Result<(), Fault> {
         if self.inst.is_live() {
             return Ok(());
@@ -88,7 +88,7 @@ thread_local! {
 /// A loaded selector.
 pub struct SelectorPlugin {
     id: u64,
-    pool: Pool<Slot>,
+    pool: Pool<Member>,
     /// Sets already defined, by their members (as given), so the same candidates always
     /// name the same set. Cleared with the table.
     interned: std::sync::Mutex<HashMap<Vec<u32>, u32>>,
@@ -104,7 +104,7 @@ impl SelectorPlugin {
             pool: Pool::new(
                 instances
                     .into_iter()
-                    .map(|inst| Slot {
+                    .map(|inst| Member {
                         inst,
                         table: None,
                         sets: HashMap::new(),
@@ -146,13 +146,13 @@ impl SelectorPlugin {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
-        self.pool.each(|slot| {
-            slot.sets.clear();
-            slot.table = Some(table.clone());
-            if slot.ensure().is_ok() {
+        self.pool.each(|member| {
+            member.sets.clear();
+            member.table = Some(table.clone());
+            if member.ensure().is_ok() {
                 // A fault here already discarded the instance; its replacement gets the
                 // table by replay.
-                let _ = slot.inst.call("endpoints-changed", |b, s| {
+                let _ = member.inst.call("endpoints-changed", |b, s| {
                     b.call_endpoints_changed(s, &table)
                 });
             }
@@ -168,10 +168,10 @@ impl SelectorPlugin {
             ids: members,
             sorted,
         });
-        self.pool.each(|slot| {
-            slot.sets.insert(id, set.clone());
-            if slot.ensure().is_ok() {
-                let _ = slot
+        self.pool.each(|member| {
+            member.sets.insert(id, set.clone());
+            if member.ensure().is_ok() {
+                let _ = member
                     .inst
                     .call("define-set", |b, s| b.call_define_set(s, id, &set.ids));
             }
@@ -180,13 +180,13 @@ impl SelectorPlugin {
 
     /// Picks a member of set `id`; `None` only if the set is unknown or empty.
     pub fn select(&self, id: u32, hash_key: u64) -> Option<Selection> {
-        self.pool.with(|slot| {
-            let set = slot.sets.get(&id)?.clone();
+        self.pool.with(|member| {
+            let set = member.sets.get(&id)?.clone();
             if set.ids.is_empty() {
                 return None;
             }
-            let answer = match slot.ensure() {
-                Ok(()) => slot
+            let answer = match member.ensure() {
+                Ok(()) => member
                     .inst
                     .call("select", |b, s| b.call_select(s, id, hash_key)),
                 Err(fault) => Err(fault),
@@ -199,7 +199,7 @@ impl SelectorPlugin {
                     })
                 }
                 Ok(Some(endpoint)) => {
-                    slot.inst.fault(
+                    member.inst.fault(
                         "select",
                         &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
                     );
@@ -221,9 +221,9 @@ impl SelectorPlugin {
             (buffer.len() >= FEEDBACK_BATCH).then(|| std::mem::take(buffer))
         });
         if let Some(batch) = full {
-            self.pool.with(|slot| {
-                slot.pending.extend(batch);
-                slot.flush();
+            self.pool.with(|member| {
+                member.pending.extend(batch);
+                member.flush();
             });
         }
     }

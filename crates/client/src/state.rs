@@ -242,7 +242,7 @@ struct Published {
     entries: Vec<spi::Endpoint>,
 }
 
-pub struct Registry {
+pub struct ClientState {
     /// The plugins and which slots they fill (replaced whole by a swap).
     pub loadout: ArcSwap<Loadout>,
     /// By endpoint id (ids are the plugin host's, so this may have holes).
@@ -262,8 +262,8 @@ pub struct Registry {
     events: tokio::sync::broadcast::Sender<HealthEvent>,
 }
 
-impl Registry {
-    pub fn build(host: &PluginHost, config: ClientConfig) -> anyhow::Result<Registry> {
+impl ClientState {
+    pub fn build(host: &PluginHost, config: ClientConfig) -> anyhow::Result<ClientState> {
         let manifest = Arc::new(config.manifest.clone());
         let global = manifest.governance("", "");
         let mut per_service = manifest.endpoints.clone();
@@ -297,7 +297,7 @@ impl Registry {
                 }),
             );
         }
-        let registry = Registry {
+        let state = ClientState {
             loadout: ArcSwap::from_pointee(loadout),
             endpoints: ArcSwap::from_pointee(Vec::new()),
             services,
@@ -312,9 +312,9 @@ impl Registry {
             events: tokio::sync::broadcast::channel(256).0,
         };
         for (service, list) in per_service {
-            registry.set_endpoints(&service, list)?;
+            state.set_endpoints(&service, list)?;
         }
-        Ok(registry)
+        Ok(state)
     }
 
     /// Hot-swap: resolves `manifest` (loading, configuring and self-checking only the
