@@ -1,11 +1,11 @@
 //! Feeds arbitrary bytes to the frame decoder, in arbitrary read sizes: it must return
 //! frames, "need more", or an error — never panic, never reserve beyond one max frame.
 //!
-//! Run: `cargo +nightly fuzz run decode fuzz/corpus/decode` (from the repository root).
+//! Run: `cargo +nightly fuzz run decode fuzz/corpus/decode` (from `crates/wire`).
 
 #![no_main]
 
-use axle::wire::{FrameCodec, Limits};
+use axle_wire::{FrameCodec, Limits};
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use tokio_util::codec::Decoder;
