@@ -13,12 +13,12 @@ mod tonic_echo;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axle::core::latency::Latency;
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use hdrhistogram::Histogram;
 
 use axle::client::{CallOptions, Client, ClientConfig};
 use axle::manifest::{EndpointSpec, Manifest};
@@ -217,7 +217,7 @@ where
     // Warm-up: connections, caches, the allocator.
     warm(&call, concurrency, Duration::from_millis(200)).await;
     let stop = Arc::new(AtomicBool::new(false));
-    let hist = Arc::new(Mutex::new(new_histogram()));
+    let hist = Arc::new(Latency::default());
     let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let started = Instant::now();
     let tasks: Vec<_> = (0..concurrency)
@@ -225,16 +225,16 @@ where
             let (call, stop, hist, errors) =
                 (call.clone(), stop.clone(), hist.clone(), errors.clone());
             tokio::spawn(async move {
-                let mut local = new_histogram();
+                let local = Latency::default();
                 while !stop.load(Relaxed) {
                     let t = Instant::now();
                     if call().await {
-                        let _ = local.record((t.elapsed().as_nanos() as u64).max(1));
+                        local.record(t.elapsed().as_nanos() as u64);
                     } else {
                         errors.fetch_add(1, Relaxed);
                     }
                 }
-                let _ = hist.lock().unwrap_or_else(|e| e.into_inner()).add(&local);
+                hist.merge(&local);
             })
         })
         .collect();
@@ -244,15 +244,15 @@ where
         let _ = t.await;
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let h = hist.lock().unwrap_or_else(|e| e.into_inner());
+    let h = hist.snapshot();
     Row {
         system: system.to_string(),
         concurrency,
-        requests: h.len(),
+        requests: h.count,
         errors: errors.load(Relaxed),
-        req_per_s: h.len() as f64 / elapsed,
-        p50_us: h.value_at_quantile(0.5) as f64 / 1000.0,
-        p99_us: h.value_at_quantile(0.99) as f64 / 1000.0,
+        req_per_s: h.count as f64 / elapsed,
+        p50_us: h.p50_ns as f64 / 1000.0,
+        p99_us: h.p99_ns as f64 / 1000.0,
     }
 }
 
@@ -275,11 +275,6 @@ async fn warm<F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static>(
     for t in tasks {
         let _ = t.await;
     }
-}
-
-fn new_histogram() -> Histogram<u64> {
-    // 1 ns .. 60 s at 3 significant digits: constant, valid bounds.
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("constant histogram bounds are valid")
 }
 
 /// Echoes every request at the transport level: no limiter, no handler lookup, no plugin.

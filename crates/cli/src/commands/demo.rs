@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axle::client::{CallOptions, Client, ClientConfig};
+use axle::core::latency::Latency;
 use axle::discovery::{Provider, RegistryUrl, ServiceKey};
 use axle::manifest::{EndpointSpec, Manifest};
 use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
 use axle::services::{self, flaky::FlakyConfig};
-use hdrhistogram::Histogram;
 
 /// `axle demo` flags.
 #[derive(clap::Args)]
@@ -64,7 +64,7 @@ fn providers() -> [FlakyConfig; 3] {
 }
 
 struct PerEndpoint {
-    latency_us: Histogram<u64>,
+    latency: Latency,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -180,7 +180,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 let result = client
                     .call_value_at("flaky", "echo", &value, &options)
                     .await;
-                let us = t.elapsed().as_micros() as u64;
+                let ns = t.elapsed().as_nanos() as u64;
                 done.fetch_add(1, Relaxed);
                 let mut s = stats.lock().unwrap_or_else(|e| e.into_inner());
                 match result {
@@ -188,7 +188,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                         // Latency per endpoint that answered (a fallback has none).
                         let key = answer.endpoint.unwrap_or(u32::MAX);
                         let e = s.entry(key).or_insert_with(new_entry);
-                        let _ = e.latency_us.record(us.max(1));
+                        e.latency.record(ns);
                     }
                     Err(_) => {
                         // Failed calls; per endpoint, the facts' counts say where.
@@ -230,14 +230,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     for v in &views {
         let ok = s.get(&v.id);
-        let count = ok.map_or(0, |e| e.latency_us.len());
+        let count = ok.map_or(0, |e| e.latency.snapshot().count);
         println!(
             "{:<22} {:>9} {:>6.1}% {:>10} {:>10} {:>7}",
             v.address,
             v.calls,
             100.0 * v.calls as f64 / total_done.max(1) as f64,
-            ok.map_or("-".into(), |e| us(e.latency_us.value_at_quantile(0.5))),
-            ok.map_or("-".into(), |e| us(e.latency_us.value_at_quantile(0.99))),
+            ok.map_or("-".into(), |e| us(e.latency.snapshot().p50_ns / 1000)),
+            ok.map_or("-".into(), |e| us(e.latency.snapshot().p99_ns / 1000)),
             v.calls.saturating_sub(count),
         );
     }
@@ -257,7 +257,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 fn new_entry() -> PerEndpoint {
     PerEndpoint {
-        latency_us: Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds"),
+        latency: Latency::default(),
     }
 }
 
