@@ -280,7 +280,7 @@ fn a_token_bucket_keeps_its_tokens_across_a_swap_to_its_next_version() {
         let loaded = slot
             .swap(&host, &limiter_manifest("token-bucket", 6))
             .unwrap();
-        assert_eq!(loaded.as_deref(), Some("token-bucket"));
+        assert_eq!(loaded.loaded, ["token-bucket"]);
         assert!(admitted(3).await <= 1, "the tokens were handed over");
         // Another plugin in the slot starts from its own state: a full bucket.
         slot.swap(&host, &limiter_manifest("other-bucket", 6))

@@ -237,7 +237,7 @@ impl Client {
         &self,
         host: &PluginHost,
         manifest: axle_manifest::Manifest,
-    ) -> anyhow::Result<loadout::LoadoutChange> {
+    ) -> anyhow::Result<axle_plugin_host::SwapReport> {
         self.state.swap(host, manifest)
     }
 

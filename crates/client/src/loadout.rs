@@ -13,6 +13,7 @@ use axle_plugin_host::kinds::health_scorer::HealthScorerPlugin;
 use axle_plugin_host::kinds::router::RouterPlugin;
 use axle_plugin_host::kinds::selector::SelectorPlugin;
 use axle_plugin_host::kinds::serializer::SerializerPlugin;
+use axle_plugin_host::SwapReport;
 use axle_plugin_host::{LoadedPlugin, Plugin, PluginHost};
 
 /// The plugins filling one service's slots, and what resolving a method's policy needs.
@@ -43,15 +44,6 @@ pub struct Loadout {
     pub services: rustc_hash::FxHashMap<String, Arc<ServiceSlots>>,
 }
 
-/// What building a loadout did.
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct LoadoutChange {
-    /// Plugins loaded (new, or changed in spec or component bytes).
-    pub loaded: Vec<String>,
-    /// Plugins kept running as they were.
-    pub kept: Vec<String>,
-}
-
 impl Loadout {
     /// Resolves `manifest` for `services`, loading (and self-checking) only the plugins
     /// that are not already running unchanged in `previous`.
@@ -60,7 +52,7 @@ impl Loadout {
         manifest: Arc<Manifest>,
         services: &BTreeSet<String>,
         previous: Option<&Loadout>,
-    ) -> anyhow::Result<(Loadout, LoadoutChange)> {
+    ) -> anyhow::Result<(Loadout, SwapReport)> {
         // Only the plugins the services' slots name are loaded.
         let mut wanted = BTreeSet::new();
         for service in services {
@@ -78,33 +70,30 @@ impl Loadout {
                 .filter_map(|l| l.selector.clone())
                 .filter(|n| !n.is_empty()),
         );
-        let mut change = LoadoutChange::default();
+        let mut change = SwapReport::default();
         let mut plugins = BTreeMap::new();
         for name in wanted {
             let spec = manifest
                 .plugins
                 .get(&name)
                 .with_context(|| format!("{}: no plugin `{name}`", manifest.file))?;
-            let running = previous
-                .and_then(|p| p.plugins.get(&name))
-                .filter(|(old, loaded)| {
-                    old == spec && !axle_plugin_host::component_changed(spec, &loaded.report.digest)
-                });
-            let loaded = match running {
-                Some((_, loaded)) => {
-                    change.kept.push(name.clone());
-                    loaded.clone()
-                }
-                None => {
-                    let loaded = host.load(spec)?;
-                    if previous.is_some() {
-                        // Going live while traffic flows: it must answer for itself first.
-                        axle_plugin_host::selfcheck::run(&loaded)
-                            .map_err(|e| anyhow::anyhow!("plugin `{name}` self-check: {e}"))?;
-                    }
+            let running = previous.and_then(|p| p.plugins.get(&name));
+            // Going live while traffic flows (a swap), a new plugin answers for itself first.
+            let reloaded = host.reload_if_changed(
+                spec,
+                running.map(|(old, loaded)| (old, &loaded.report.digest)),
+                previous.is_some(),
+            )?;
+            let loaded = match (reloaded, running) {
+                (Some(loaded), _) => {
                     change.loaded.push(name.clone());
                     Arc::new(loaded)
                 }
+                (None, Some((_, loaded))) => {
+                    change.kept.push(name.clone());
+                    loaded.clone()
+                }
+                (None, None) => anyhow::bail!("plugin `{name}`: neither running nor loaded"),
             };
             plugins.insert(name, (spec.clone(), loaded));
         }

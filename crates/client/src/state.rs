@@ -21,7 +21,7 @@ use axle_plugin_host::kinds::selector::SelectorPlugin;
 use axle_plugin_host::PluginHost;
 use axle_spi as spi;
 
-use super::loadout::{Loadout, LoadoutChange, ServiceSlots};
+use super::loadout::{Loadout, ServiceSlots};
 use axle_transport::endpoint::EndpointLink;
 use axle_transport::Keepalive;
 use axle_wire::Limits;
@@ -322,7 +322,11 @@ impl ClientState {
     /// current endpoint table and candidate sets, then switches every service at once.
     /// Calls in flight finish on the plugins they started with. On any error nothing
     /// changes. Services and endpoints stay as they are (discovery owns those).
-    pub fn swap(&self, host: &PluginHost, manifest: Manifest) -> anyhow::Result<LoadoutChange> {
+    pub fn swap(
+        &self,
+        host: &PluginHost,
+        manifest: Manifest,
+    ) -> anyhow::Result<axle_plugin_host::SwapReport> {
         let names: BTreeSet<String> = self.services.keys().cloned().collect();
         let (loadout, change) =
             Loadout::build(host, Arc::new(manifest), &names, Some(&self.loadout.load()))?;

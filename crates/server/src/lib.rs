@@ -364,13 +364,14 @@ impl LimiterSlot {
     /// Fills the slot from `manifest`'s `[slots] limiter`: a new or changed plugin is
     /// loaded and self-checked first; a new version of the running plugin (same name)
     /// gets its state (`export-state` → `import-state`, when both sides have them), so a
-    /// token bucket keeps its tokens. Returns the plugin loaded, if any; on an error the
+    /// token bucket keeps its tokens. Reports the plugin loaded, if any; on an error the
     /// running limiter stays.
     pub fn swap(
         &self,
         host: &axle_plugin_host::PluginHost,
         manifest: &axle_manifest::Manifest,
-    ) -> anyhow::Result<Option<String>> {
+    ) -> anyhow::Result<axle_plugin_host::SwapReport> {
+        let started = std::time::Instant::now();
         let p = &self.0;
         let mut running = p.limiter_spec.lock().unwrap_or_else(|e| e.into_inner());
         let wanted = manifest
@@ -381,16 +382,16 @@ impl LimiterSlot {
         let Some(spec) = wanted else {
             p.limiter.store(None);
             *running = None;
-            return Ok(None);
+            return Ok(Default::default());
         };
-        if let Some((old, digest)) = running.as_ref() {
-            if old == spec && !axle_plugin_host::component_changed(spec, digest) {
-                return Ok(None);
-            }
-        }
-        let loaded = host.load(spec)?;
-        axle_plugin_host::selfcheck::run(&loaded)
-            .map_err(|e| anyhow::anyhow!("plugin `{}` self-check: {e}", spec.name))?;
+        let Some(loaded) =
+            host.reload_if_changed(spec, running.as_ref().map(|(s, d)| (s, d)), true)?
+        else {
+            return Ok(axle_plugin_host::SwapReport {
+                kept: vec![spec.name.clone()],
+                ..Default::default()
+            });
+        };
         let digest = loaded.report.digest;
         let axle_plugin_host::Plugin::Limiter(new) = loaded.plugin else {
             anyhow::bail!("plugin `{}` is not a limiter", spec.name);
@@ -404,6 +405,10 @@ impl LimiterSlot {
         }
         p.limiter.store(Some(new));
         *running = Some((spec.clone(), digest));
-        Ok(Some(spec.name.clone()))
+        Ok(axle_plugin_host::SwapReport {
+            loaded: vec![spec.name.clone()],
+            kept: Vec::new(),
+            took_us: started.elapsed().as_micros() as u64,
+        })
     }
 }

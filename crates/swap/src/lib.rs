@@ -16,16 +16,7 @@ use axle_client::Client;
 use axle_manifest::Manifest;
 use axle_plugin_host::PluginHost;
 
-/// What one swap did.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub struct SwapReport {
-    /// Plugins loaded (new, or changed).
-    pub loaded: Vec<String>,
-    /// Plugins that kept running unchanged.
-    pub kept: Vec<String>,
-    /// From the request (or the file change being noticed) to the new plugins serving.
-    pub took_us: u64,
-}
+pub use axle_plugin_host::SwapReport;
 
 /// Swaps the plugins of a set of clients, from a manifest file or on request.
 pub struct Swapper {
@@ -110,18 +101,12 @@ impl Swapper {
         let _one_at_a_time = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         let mut report = SwapReport::default();
         for client in &self.clients {
-            let change = client.swap(&self.host, manifest.clone())?;
-            report.loaded.extend(change.loaded);
-            report.kept.extend(change.kept);
+            report.merge(client.swap(&self.host, manifest.clone())?);
         }
         for server in &self.servers {
-            report.loaded.extend(server.swap(&self.host, &manifest)?);
+            report.merge(server.swap(&self.host, &manifest)?);
         }
         *self.manifest.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(manifest));
-        report.loaded.sort();
-        report.loaded.dedup();
-        report.kept.sort();
-        report.kept.dedup();
         report.took_us = started.elapsed().as_micros() as u64;
         tracing::info!(
             loaded = ?report.loaded,
