@@ -3,7 +3,7 @@
 //! `<target>/<lang>-plugins/<name>.wasm`, a WebAssembly component for the world named in
 //! that directory's `plugin.toml`.
 //!
-//! - `c-plugins`: what the FIELD-NOTES C recipe does by hand (`wit-bindgen c`, `clang`,
+//! - `c-plugins`: what `docs/authoring.md`'s C recipe does by hand (`wit-bindgen c`, `clang`,
 //!   `wasm-tools component new`), through the library crates, so nobody has to
 //!   `cargo install` the two CLIs (7-12 minutes each).
 //! - `python-plugins`: componentize-py, installed into a venv under

@@ -38,3 +38,8 @@ pub use axle_wire as wire;
 
 /// The client's health states, events and monitor (a module of the client).
 pub use axle_client::health;
+
+/// README's Rust examples, compiled as doc-tests so they keep matching the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExamples;

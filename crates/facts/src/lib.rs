@@ -1,6 +1,6 @@
 //! The kernel's per-endpoint facts: what calls measured (in-flight, latency EWMA, a window
 //! of outcomes). The kernel owns them; plugins read them through `host.facts` and never
-//! keep statistics of their own (DESIGN.md, "Plugins" 1).
+//! keep statistics of their own (`docs/architecture.md`, "Plugin principles").
 //!
 //! Readers are lock-free: the table is an `ArcSwap` of cells indexed by endpoint id, and
 //! every counter is an atomic.

@@ -1,4 +1,4 @@
-//! The on-disk cache of compiled components (DESIGN.md, "Plugins" 7): compiling a small
+//! The on-disk cache of compiled components (`docs/architecture.md`, "Plugin principles"): compiling a small
 //! component takes ~25 ms, loading its artifact ~0.15 ms, so a restart or a swap should
 //! never compile twice.
 //!

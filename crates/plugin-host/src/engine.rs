@@ -1,6 +1,7 @@
 //! The one wasmtime `Engine` of a kernel, and the ticker that bounds every plugin call.
 //!
-//! Epoch interruption, not fuel: it costs ~5% per call instead of ~7% (FIELD-NOTES.md) and
+//! Epoch interruption, not fuel: it costs ~5% per call instead of ~7% (`docs/architecture.md`, "What a call
+//! costs") and
 //! bounds wall time, which is what a request's deadline is made of. The ticker bumps the
 //! epoch every [`TICK`]; a call's deadline is its plugin's `timeout-ms` in ticks.
 

@@ -63,7 +63,7 @@ pub struct Prepared<K: Kind> {
 
 impl<K: Kind> Prepared<K> {
     /// A fresh store, with the deadline set BEFORE instantiation: the WASI adapter runs
-    /// code at start-up and would trap on a zero deadline (FIELD-NOTES.md).
+    /// code at start-up and would trap on a zero deadline.
     fn store(&self) -> Store<HostState> {
         let mut store = Store::new(
             &self.engine,

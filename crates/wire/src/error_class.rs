@@ -1,5 +1,5 @@
 //! Error classes carried in response frames; each has one meaning to the caller
-//! (`docs/wire.md`, DESIGN.md "The request path").
+//! (`docs/wire.md`; `docs/architecture.md`, "The request path").
 
 use std::fmt;
 

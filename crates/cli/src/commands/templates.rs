@@ -1,6 +1,6 @@
 //! The plugin templates `axle plugins new` writes, embedded in the binary so the command
 //! works wherever the binary is. Each one is a real, minimal strategy of its kind
-//! (`kernel/templates/<lang>/<kind>/`): selector round-robin, router tag filter, health
+//! (`crates/cli/templates/<lang>/<kind>/`): selector round-robin, router tag filter, health
 //! scorer success rate, limiter fixed window, serializer a binary encoding of the value
 //! model. `{{name}}`, `{{crate}}`, `{{kind}}` and `{{sdk}}` are filled in when written.
 

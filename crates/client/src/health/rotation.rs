@@ -1,5 +1,5 @@
-//! Which of a service's endpoints selection may use: the health filter of DESIGN.md's
-//! request path, as a pure function of each endpoint's standing.
+//! Which of a service's endpoints selection may use: the health filter of the client's
+//! request path (`docs/architecture.md`), as a pure function of each endpoint's standing.
 //!
 //! Healthy endpoints first; subhealthy ones only when no healthy one is left; never an
 //! unreachable one (a call to it cannot succeed, so no rule keeps it). The ejection cap

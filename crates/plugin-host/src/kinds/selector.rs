@@ -17,7 +17,7 @@ crate::kinds::world_kind!(
     "selector world"
 );
 
-/// Outcomes are fed back in batches of this many (DESIGN.md, "Budgets on the hot path").
+/// Outcomes are fed back in batches of this many (`docs/architecture.md`, "Budgets on the hot path").
 pub const FEEDBACK_BATCH: usize = 64;
 
 /// A candidate set as the kernel defined it.
