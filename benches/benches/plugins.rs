@@ -4,13 +4,12 @@
 //! `axle bench plugins` reports the same for any manifest.
 
 use std::hint::black_box;
-use std::sync::Arc;
 
-use axle::bench::{native, sample_value};
 use axle::manifest::Manifest;
-use axle::plugin::kinds::limiter::LimitKey;
 use axle::plugin::selfcheck::sample_table;
 use axle::plugin::{LoadedPlugin, Plugin, PluginHost};
+use axle::spi::LimitKey;
+use axle_bench::{native, sample_value};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
 fn load(host: &PluginHost, name: &str) -> LoadedPlugin {
@@ -36,10 +35,10 @@ fn selectors(c: &mut Criterion, host: &PluginHost) {
         let Plugin::Selector(s) = &loaded.plugin else {
             unreachable!()
         };
-        let config = native::config(&[]);
+        let config = native::config(Vec::new());
         for n in [10u32, 10_000] {
             let table = sample_table(1, n);
-            s.endpoints_changed(Arc::new(table.clone()));
+            s.endpoints_changed(&table);
             s.define_set(0, (0..n).collect());
             group.bench_with_input(BenchmarkId::new(format!("{name}/wasm"), n), &n, |b, _| {
                 let mut k = 0u64;
@@ -49,7 +48,7 @@ fn selectors(c: &mut Criterion, host: &PluginHost) {
                 })
             });
             let mut twin = native::selector(name, &config).expect("native twin");
-            twin.endpoints_changed(native::table(&table));
+            twin.endpoints_changed(table.clone());
             twin.define_set(0, (0..n).collect());
             group.bench_with_input(BenchmarkId::new(format!("{name}/native"), n), &n, |b, _| {
                 let mut k = 0u64;
@@ -70,7 +69,7 @@ fn serializers(c: &mut Criterion, host: &PluginHost) {
         let Plugin::Serializer(s) = &loaded.plugin else {
             unreachable!()
         };
-        for (label, size) in axle::bench::PAYLOADS {
+        for (label, size) in axle_bench::PAYLOADS {
             let value = sample_value(size);
             group.bench_with_input(
                 BenchmarkId::new(format!("{name}/wasm"), label),

@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use axle::bench::rpc::{start_raw_server, PAYLOAD_BYTES};
 use axle::client::{CallOptions, Client, ClientConfig};
 use axle::manifest::{EndpointSpec, Manifest};
 use axle::plugin::PluginHost;
@@ -12,6 +11,7 @@ use axle::server::ServerBuilder;
 use axle::transport::connection::Connection;
 use axle::transport::Keepalive;
 use axle::wire::{Limits, Metadata};
+use axle_bench::rpc::{start_raw_server, PAYLOAD_BYTES};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion};
 
