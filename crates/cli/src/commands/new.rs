@@ -58,9 +58,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let repo = match args.axle_repo {
         Some(repo) => repo,
+        // crates/cli sits two levels inside the repository.
         None => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .context("the kernel crate sits inside the repository")?
+            .ancestors()
+            .nth(2)
+            .context("the cli crate sits inside the repository")?
             .to_path_buf(),
     };
     if !repo.join("wit/kinds.wit").is_file() || !repo.join("sdk/Cargo.toml").is_file() {
