@@ -22,6 +22,9 @@ pub mod sandbox;
 pub mod selfcheck;
 mod spec;
 pub mod stats;
+mod wasi;
+
+pub use wasi::output::OutputBudget;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -109,9 +112,9 @@ impl PluginHost {
         let wasm = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
         let engine = engine::new_engine().map_err(wasm)?;
         let mut linker = Linker::new(&engine);
-        // WASI p2 with nothing granted (see `HostState::new`), for guests whose toolchain
-        // imports it; then the kernel's own `host` interface.
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(wasm)?;
+        // WASI p2 with nothing granted and nothing that waits (`wasi/`), for guests whose
+        // toolchain imports it; then the kernel's own `host` interface.
+        wasi::add_to_linker(&mut linker).map_err(wasm)?;
         bindings::base::axle::spi::host::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
             &mut linker,
             |s| s,

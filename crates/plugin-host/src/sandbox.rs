@@ -15,7 +15,7 @@ use wasmtime::{Engine, Store, Trap};
 
 use super::bindings::wit::ConfigValue;
 use super::engine::deadline_ticks;
-use super::host_state::HostState;
+use super::host_state::{HostState, Owner};
 use super::stats::{Fault, PluginStats};
 use crate::PluginSpec;
 use axle_facts::FactsTable;
@@ -68,7 +68,11 @@ impl<K: Kind> Prepared<K> {
         let mut store = Store::new(
             &self.engine,
             HostState::new(
-                self.name.clone(),
+                Owner {
+                    plugin: self.name.clone(),
+                    kind: self.spec.kind.as_str(),
+                    stats: self.stats.clone(),
+                },
                 self.facts.clone(),
                 self.spec.memory_bytes,
             ),
@@ -245,6 +249,9 @@ impl<K: Kind> Instance<K> {
 fn classify(err: wasmtime::Error, store: &Store<HostState>, timeout_ms: u64) -> Fault {
     if store.data().memory_denied {
         return Fault::Memory;
+    }
+    if store.data().blocked {
+        return Fault::Blocked;
     }
     match err.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => Fault::Timeout(timeout_ms),

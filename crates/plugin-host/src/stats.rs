@@ -13,6 +13,10 @@ pub enum Fault {
     /// The instance asked for more memory than its limit.
     #[error("exceeded its memory limit")]
     Memory,
+    /// The guest tried to wait (a sleep, a poll with nothing ready): refused, since a
+    /// plugin runs within its call deadline on the kernel's threads.
+    #[error("tried to block (a sleep or a wait); plugins may not wait")]
+    Blocked,
     /// The guest trapped (a panic, `unreachable`, an out-of-bounds access, ...).
     #[error("trapped: {0}")]
     Trap(String),
@@ -27,9 +31,12 @@ pub enum Fault {
 /// Counters of one plugin.
 #[derive(Debug, Default)]
 pub struct PluginStats {
+    /// The log budget of its stdout, stderr and `host.log`, with lines logged and dropped.
+    pub(crate) output: crate::OutputBudget,
     calls: AtomicU64,
     timeouts: AtomicU64,
     memory: AtomicU64,
+    blocked: AtomicU64,
     traps: AtomicU64,
     invalid: AtomicU64,
     unavailable: AtomicU64,
@@ -45,6 +52,8 @@ pub struct StatsSnapshot {
     pub timeouts: u64,
     /// Calls that hit the memory limit.
     pub memory: u64,
+    /// Calls that tried to wait.
+    pub blocked: u64,
     /// Calls that trapped.
     pub traps: u64,
     /// Answers that broke the contract.
@@ -53,12 +62,16 @@ pub struct StatsSnapshot {
     pub unavailable: u64,
     /// Instances discarded and made anew after a fault.
     pub replaced: u64,
+    /// Lines of its output (stdout, stderr, `host.log`) logged.
+    pub log_lines: u64,
+    /// Lines of its output dropped over its log budget.
+    pub log_dropped: u64,
 }
 
 impl StatsSnapshot {
     /// Calls answered by the kind's safe default instead of the plugin.
     pub fn faults(&self) -> u64 {
-        self.timeouts + self.memory + self.traps + self.invalid + self.unavailable
+        self.timeouts + self.memory + self.blocked + self.traps + self.invalid + self.unavailable
     }
 }
 
@@ -72,6 +85,7 @@ impl PluginStats {
         let counter = match fault {
             Fault::Timeout(_) => &self.timeouts,
             Fault::Memory => &self.memory,
+            Fault::Blocked => &self.blocked,
             Fault::Trap(_) => &self.traps,
             Fault::Invalid(_) => &self.invalid,
             Fault::Unavailable(_) => &self.unavailable,
@@ -89,10 +103,13 @@ impl PluginStats {
             calls: self.calls.load(Relaxed),
             timeouts: self.timeouts.load(Relaxed),
             memory: self.memory.load(Relaxed),
+            blocked: self.blocked.load(Relaxed),
             traps: self.traps.load(Relaxed),
             invalid: self.invalid.load(Relaxed),
             unavailable: self.unavailable.load(Relaxed),
             replaced: self.replaced.load(Relaxed),
+            log_lines: self.output.logged.load(Relaxed),
+            log_dropped: self.output.dropped.load(Relaxed),
         }
     }
 }

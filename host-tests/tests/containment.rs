@@ -1,0 +1,172 @@
+//! Plugin containment where production runs: a hostile selector loaded by a manifest, in
+//! a multi-thread Tokio runtime, on the real client path — 32 callers through the public
+//! `Client`, three real `axle serve` providers, 64-byte raw echo. Each behaviour must end
+//! with every call answered, no task panicked, and what the plugin did counted.
+
+use axle::client::{CallOptions, Client, ClientConfig};
+use axle::manifest::{ComponentSource, EndpointSpec, Manifest, PluginKind, PluginSpec};
+use axle::plugin::{PluginHost, StatsSnapshot};
+use axle_host_tests::{built_component, rt, ServeProcess};
+use bytes::Bytes;
+
+const CALLERS: usize = 32;
+
+/// A client of `echo` at `endpoints` whose selector is the hostile fixture doing
+/// `behaviour` on every `every`-th pick.
+fn hostile_client(
+    host: &PluginHost,
+    behaviour: &str,
+    every: i64,
+    endpoints: &[EndpointSpec],
+) -> Client {
+    let mut m = Manifest::embedded().expect("embedded manifest");
+    m.endpoints.clear();
+    let mut config = toml::Table::new();
+    config.insert("behaviour".into(), toml::Value::String(behaviour.into()));
+    config.insert("every".into(), toml::Value::Integer(every));
+    m.plugins.insert(
+        "hostile".into(),
+        PluginSpec {
+            name: "hostile".into(),
+            kind: PluginKind::Selector,
+            component: ComponentSource::File(built_component("axle_fixture_hostile")),
+            timeout_ms: 20,
+            memory_bytes: 64 << 20,
+            instances: 1,
+            on_error_admit: true,
+            config,
+        },
+    );
+    m.services.entry("echo".into()).or_default().selector = Some("hostile".into());
+    Client::new(
+        host,
+        ClientConfig::new(m).endpoints("echo", endpoints.to_vec()),
+    )
+    .expect("client")
+}
+
+/// What a run saw.
+struct Run {
+    ok: u64,
+    failed: u64,
+    stats: StatsSnapshot,
+}
+
+/// `calls` calls from each of [`CALLERS`] tasks; fails the test if any task panicked.
+fn run(behaviour: &str, every: i64, calls: u64) -> Run {
+    let providers: Vec<ServeProcess> = (0..3).map(|_| ServeProcess::start(&[])).collect();
+    let endpoints: Vec<EndpointSpec> = providers
+        .iter()
+        .map(|p| EndpointSpec::new(p.addr.clone()))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
+    let runtime = rt();
+    let client = hostile_client(&host, behaviour, every, &endpoints);
+    let (ok, failed) = runtime.block_on(async {
+        let tasks: Vec<_> = (0..CALLERS)
+            .map(|_| {
+                let client = client.clone();
+                let behaviour = behaviour.to_string();
+                tokio::spawn(async move {
+                    let (mut ok, mut failed) = (0u64, 0u64);
+                    for _ in 0..calls {
+                        let body = Bytes::from_static(&[7; 64]);
+                        match client
+                            .call_raw("echo", "x", body, &CallOptions::default())
+                            .await
+                        {
+                            Ok(reply) if reply.payload.len() == 64 => ok += 1,
+                            Ok(reply) => panic!("echo answered {} bytes", reply.payload.len()),
+                            Err(e) => {
+                                if failed < 3 {
+                                    eprintln!("{behaviour}: call failed: {e}");
+                                }
+                                failed += 1;
+                            }
+                        }
+                    }
+                    (ok, failed)
+                })
+            })
+            .collect();
+        let mut totals = (0, 0);
+        for t in tasks {
+            match t.await {
+                Ok((ok, failed)) => {
+                    totals.0 += ok;
+                    totals.1 += failed;
+                }
+                Err(e) => panic!("{behaviour}: a calling task did not finish: {e}"),
+            }
+        }
+        totals
+    });
+    let stats = client
+        .plugin_stats()
+        .into_iter()
+        .find(|(name, _)| name == "hostile")
+        .map(|(_, s)| s)
+        .expect("the hostile plugin's counters");
+    eprintln!(
+        "{behaviour}: {ok} ok, {failed} failed; plugin calls {}, faults {} (timeouts {}, \
+         memory {}, blocked {}, traps {}), replaced {}, log lines {} (dropped {})",
+        stats.calls,
+        stats.faults(),
+        stats.timeouts,
+        stats.memory,
+        stats.blocked,
+        stats.traps,
+        stats.replaced,
+        stats.log_lines,
+        stats.log_dropped
+    );
+    drop(providers);
+    Run { ok, failed, stats }
+}
+
+#[test]
+fn a_printing_plugin_logs_and_every_call_completes() {
+    let r = run("print", 100, 100);
+    assert_eq!((r.ok, r.failed), (3_200, 0));
+    assert_eq!(r.stats.faults(), 0, "printing is no fault");
+    // 32 lines on each of two streams; the budget logs a burst, then drops and counts.
+    assert_eq!(r.stats.log_lines + r.stats.log_dropped, 64);
+    assert!(
+        r.stats.log_lines >= 10,
+        "{} lines logged",
+        r.stats.log_lines
+    );
+}
+
+#[test]
+fn a_panicking_plugin_is_replaced_and_its_message_logged() {
+    let r = run("panic", 50, 100);
+    assert_eq!((r.ok, r.failed), (3_200, 0), "the safe default answers");
+    assert!(r.stats.traps >= 1, "the panic is a trap");
+    assert!(r.stats.replaced >= 1, "the instance is replaced");
+    assert!(r.stats.log_lines >= 1, "the panic message reached the log");
+}
+
+#[test]
+fn a_sleeping_plugin_faults_at_once_instead_of_holding_a_thread() {
+    let r = run("sleep", 1, 50);
+    assert_eq!((r.ok, r.failed), (1_600, 0), "the safe default answers");
+    assert!(r.stats.blocked >= 1, "the sleep is a blocked fault");
+    assert_eq!(
+        r.stats.timeouts, 0,
+        "refused at once, not interrupted at the deadline"
+    );
+}
+
+#[test]
+fn a_plugin_growing_its_memory_hits_the_cap_and_is_replaced() {
+    let r = run("grow", 1, 50);
+    assert_eq!((r.ok, r.failed), (1_600, 0), "the safe default answers");
+    assert!(
+        r.stats.memory >= 1,
+        "the cap holds: {} memory faults",
+        r.stats.memory
+    );
+    assert!(r.stats.replaced >= 1);
+}
