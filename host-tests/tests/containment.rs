@@ -160,6 +160,53 @@ fn a_sleeping_plugin_faults_at_once_instead_of_holding_a_thread() {
 }
 
 #[test]
+fn a_spinning_plugin_is_quarantined_and_calls_go_on_without_it() {
+    let r = run("spin", 1, 100);
+    assert_eq!((r.ok, r.failed), (3_200, 0), "the safe default answers");
+    assert!(
+        r.stats.timeouts >= 1,
+        "the spin is interrupted at its deadline"
+    );
+    assert!(r.stats.trips >= 1, "the plugin is put in quarantine");
+    assert!(
+        r.stats.skipped > 3_200 / 2,
+        "most calls skip it: {} skipped",
+        r.stats.skipped
+    );
+    assert!(
+        r.stats.timeouts + r.stats.busy < 3_200 / 10,
+        "few calls pay for the spin: {} timeouts, {} busy",
+        r.stats.timeouts,
+        r.stats.busy
+    );
+}
+
+#[test]
+fn a_plugin_whose_init_never_returns_fails_to_load_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
+    let runtime = rt();
+    let _enter = runtime.enter();
+    let mut config = toml::Table::new();
+    config.insert("behaviour".into(), toml::Value::String("spin-init".into()));
+    let spec = PluginSpec {
+        name: "hostile".into(),
+        kind: PluginKind::Selector,
+        component: ComponentSource::File(built_component("axle_fixture_hostile")),
+        timeout_ms: 20,
+        memory_bytes: 64 << 20,
+        instances: 1,
+        on_error_admit: true,
+        config,
+    };
+    let err = host.load(&spec).err().expect("the load fails").to_string();
+    assert!(
+        err.contains("hostile") && err.contains("timed out"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_plugin_growing_its_memory_hits_the_cap_and_is_replaced() {
     let r = run("grow", 1, 50);
     assert_eq!((r.ok, r.failed), (1_600, 0), "the safe default answers");

@@ -17,6 +17,7 @@ pub mod engine;
 pub mod host_state;
 pub mod kinds;
 pub mod pool;
+pub mod quarantine;
 mod reload;
 pub mod sandbox;
 pub mod selfcheck;
@@ -159,7 +160,7 @@ impl PluginHost {
             file: spec.component.to_string(),
             reason,
         };
-        let stats = Arc::new(PluginStats::default());
+        let stats = Arc::new(PluginStats::named(&spec.name));
         let (plugin, report) = match spec.kind {
             PluginKind::Serializer => {
                 let (instances, report) = self.instances::<SerializerKind>(spec, &stats)?;
@@ -216,7 +217,7 @@ impl PluginHost {
             on_error_admit: true,
             config: toml::Table::new(),
         };
-        let stats = Arc::new(PluginStats::default());
+        let stats = Arc::new(PluginStats::named(&spec.name));
         let (mut instances, _) =
             self.instances_from::<FloorKind>(&spec, axle_builtins::floor().to_vec(), &stats)?;
         Ok(instances.remove(0))

@@ -4,24 +4,33 @@
 //! Stateful kinds (selector, router, health scorer, limiter) run ONE instance by default:
 //! their state must be one per kernel — a token bucket split over N instances would admit
 //! N times its rate, and N round-robin cursors would not visit endpoints in order. A
-//! plugin call costs ~0.2 µs, so one mutex-guarded instance serves millions of calls per
-//! second, far above what the request path around it can carry. Stateless serializers run
-//! one instance per core (`instances` in the manifest overrides either), and a call takes
-//! the first free one: `try_lock` in turn, starting at a per-thread offset so threads
-//! spread out, then waits on its own shard only if all are busy.
+//! plugin call costs ~0.2 µs, so one guarded instance serves millions of calls per second,
+//! far above what the request path around it can carry. Stateless serializers run one
+//! instance per core (`instances` in the manifest overrides either), and a call takes the
+//! first free one: `try_lock` in turn, starting at a per-thread offset so threads spread
+//! out, then waits on its own shard.
+//!
+//! No caller waits for an instance longer than the plugin's `timeout-ms`: past that the
+//! call is answered by the kind's safe default and counted as a `busy` fault. A call into
+//! an instance is itself bounded by the same deadline, so a plugin that is slow or stuck
+//! holds each caller for at most about twice its `timeout-ms`, never for the queue's
+//! length — and a plugin in quarantine (`quarantine.rs`) is not waited for at all.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::stats::{Fault, PluginStats};
 
 /// A fixed set of members (instances, with what the kind keeps beside each).
 pub struct Pool<S> {
     shards: Box<[Mutex<S>]>,
-}
-
-fn lock<S>(m: &Mutex<S>) -> MutexGuard<'_, S> {
-    // A panic while holding the lock cannot leave a member half-updated in a way that
-    // matters more than losing the kernel: keep serving.
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    /// Longest a caller waits for a free member.
+    wait: Duration,
+    stats: Arc<PluginStats>,
+    name: Arc<str>,
 }
 
 fn home_shard(n: usize) -> usize {
@@ -32,34 +41,71 @@ fn home_shard(n: usize) -> usize {
     HOME.with(|h| *h % n)
 }
 
+/// Who a pool belongs to: its plugin's name, counters and call deadline.
+pub struct Owner {
+    pub name: Arc<str>,
+    pub stats: Arc<PluginStats>,
+    pub timeout_ms: u64,
+}
+
 impl<S> Pool<S> {
     /// A pool of the given members (at least one).
-    pub fn new(members: Vec<S>) -> Self {
+    pub fn new(members: Vec<S>, owner: Owner) -> Self {
         assert!(!members.is_empty(), "a pool needs a member");
         Pool {
             shards: members.into_iter().map(Mutex::new).collect(),
+            wait: Duration::from_millis(owner.timeout_ms),
+            stats: owner.stats,
+            name: owner.name,
         }
     }
 
-    /// Runs `f` on a free member.
-    pub fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
-        let n = self.shards.len();
-        if n == 1 {
-            return f(&mut lock(&self.shards[0]));
+    /// Runs `f` on a free member. `Err`: the plugin is in quarantine (counted as
+    /// skipped), or no member came free within the wait (counted as a `busy` fault); the
+    /// caller answers with its kind's safe default.
+    pub fn with<R>(&self, f: impl FnOnce(&mut S) -> R) -> Result<R, Fault> {
+        if !self.stats.quarantine.admits() {
+            self.stats.fault(&Fault::Quarantined);
+            return Err(Fault::Quarantined);
         }
-        let home = home_shard(n);
-        for i in 0..n {
-            if let Ok(mut guard) = self.shards[(home + i) % n].try_lock() {
-                return f(&mut guard);
+        let n = self.shards.len();
+        if n > 1 {
+            let home = home_shard(n);
+            for i in 0..n {
+                if let Some(mut guard) = self.shards[(home + i) % n].try_lock() {
+                    return Ok(f(&mut guard));
+                }
+            }
+            return self.wait_for(&self.shards[home], f);
+        }
+        if let Some(mut guard) = self.shards[0].try_lock() {
+            return Ok(f(&mut guard));
+        }
+        self.wait_for(&self.shards[0], f)
+    }
+
+    fn wait_for<R>(&self, shard: &Mutex<S>, f: impl FnOnce(&mut S) -> R) -> Result<R, Fault> {
+        match shard.try_lock_for(self.wait) {
+            Some(mut guard) => Ok(f(&mut guard)),
+            None => {
+                let count = self.stats.fault(&Fault::Busy);
+                if count.is_power_of_two() {
+                    tracing::warn!(
+                        plugin = %self.name,
+                        count,
+                        "plugin busy past its timeout, answering with the safe default"
+                    );
+                }
+                Err(Fault::Busy)
             }
         }
-        f(&mut lock(&self.shards[home]))
     }
 
-    /// Runs `f` on every member in turn (pushing a table to all instances).
+    /// Runs `f` on every member in turn (pushing a table to all instances). Waits for
+    /// each: a member is held at most one call's deadline.
     pub fn each(&self, mut f: impl FnMut(&mut S)) {
         for shard in self.shards.iter() {
-            f(&mut lock(shard));
+            f(&mut shard.lock());
         }
     }
 }

@@ -136,6 +136,15 @@ impl<K: Kind> Instance<K> {
         self.live.is_some()
     }
 
+    /// What the pool of this plugin's instances needs to know of it.
+    pub fn pool_owner(&self) -> crate::pool::Owner {
+        crate::pool::Owner {
+            name: self.prepared.name.clone(),
+            stats: self.prepared.stats.clone(),
+            timeout_ms: self.prepared.spec.timeout_ms,
+        }
+    }
+
     /// The plugin's shared parts.
     pub fn prepared(&self) -> &Arc<Prepared<K>> {
         &self.prepared
@@ -197,7 +206,10 @@ impl<K: Kind> Instance<K> {
         live.store
             .set_epoch_deadline(deadline_ticks(p.spec.timeout_ms));
         match f(&live.bindings, &mut live.store) {
-            Ok(r) => Ok(r),
+            Ok(r) => {
+                p.stats.succeeded();
+                Ok(r)
+            }
             Err(e) => {
                 let fault = classify(e, &live.store, p.spec.timeout_ms);
                 self.live = None;

@@ -13,6 +13,12 @@ pub enum Fault {
     /// The instance asked for more memory than its limit.
     #[error("exceeded its memory limit")]
     Memory,
+    /// The plugin is in quarantine: the call did not enter it (not counted as a fault).
+    #[error("in quarantine")]
+    Quarantined,
+    /// No instance came free within the plugin's `timeout-ms`.
+    #[error("busy: no instance came free within its timeout")]
+    Busy,
     /// The guest tried to wait (a sleep, a poll with nothing ready): refused, since a
     /// plugin runs within its call deadline on the kernel's threads.
     #[error("tried to block (a sleep or a wait); plugins may not wait")]
@@ -31,12 +37,18 @@ pub enum Fault {
 /// Counters of one plugin.
 #[derive(Debug, Default)]
 pub struct PluginStats {
+    /// The plugin's name (for log lines about the plugin as a whole).
+    pub(crate) name: String,
+    /// Whether calls skip the plugin for now (`quarantine.rs`).
+    pub(crate) quarantine: crate::quarantine::Quarantine,
     /// The log budget of its stdout, stderr and `host.log`, with lines logged and dropped.
     pub(crate) output: crate::OutputBudget,
     calls: AtomicU64,
     timeouts: AtomicU64,
     memory: AtomicU64,
     blocked: AtomicU64,
+    busy: AtomicU64,
+    skipped: AtomicU64,
     traps: AtomicU64,
     invalid: AtomicU64,
     unavailable: AtomicU64,
@@ -44,7 +56,7 @@ pub struct PluginStats {
 }
 
 /// A copy of a plugin's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StatsSnapshot {
     /// Calls made into the plugin.
     pub calls: u64,
@@ -54,6 +66,8 @@ pub struct StatsSnapshot {
     pub memory: u64,
     /// Calls that tried to wait.
     pub blocked: u64,
+    /// Calls that found no free instance within the plugin's timeout.
+    pub busy: u64,
     /// Calls that trapped.
     pub traps: u64,
     /// Answers that broke the contract.
@@ -62,6 +76,14 @@ pub struct StatsSnapshot {
     pub unavailable: u64,
     /// Instances discarded and made anew after a fault.
     pub replaced: u64,
+    /// Calls answered by the safe default without entering the plugin, in quarantine.
+    pub skipped: u64,
+    /// Whether the plugin is in quarantine now.
+    pub quarantined: bool,
+    /// Times it was put in quarantine.
+    pub trips: u64,
+    /// Times a probe brought it back.
+    pub recoveries: u64,
     /// Lines of its output (stdout, stderr, `host.log`) logged.
     pub log_lines: u64,
     /// Lines of its output dropped over its log budget.
@@ -71,11 +93,25 @@ pub struct StatsSnapshot {
 impl StatsSnapshot {
     /// Calls answered by the kind's safe default instead of the plugin.
     pub fn faults(&self) -> u64 {
-        self.timeouts + self.memory + self.blocked + self.traps + self.invalid + self.unavailable
+        self.timeouts
+            + self.memory
+            + self.blocked
+            + self.busy
+            + self.traps
+            + self.invalid
+            + self.unavailable
     }
 }
 
 impl PluginStats {
+    /// Counters for plugin `name`.
+    pub fn named(name: &str) -> Self {
+        PluginStats {
+            name: name.to_string(),
+            ..PluginStats::default()
+        }
+    }
+
     pub(crate) fn call(&self) {
         self.calls.fetch_add(1, Relaxed);
     }
@@ -86,11 +122,33 @@ impl PluginStats {
             Fault::Timeout(_) => &self.timeouts,
             Fault::Memory => &self.memory,
             Fault::Blocked => &self.blocked,
+            Fault::Busy => &self.busy,
+            Fault::Quarantined => return self.skipped.fetch_add(1, Relaxed) + 1,
             Fault::Trap(_) => &self.traps,
             Fault::Invalid(_) => &self.invalid,
             Fault::Unavailable(_) => &self.unavailable,
         };
+        if let crate::quarantine::Tripped::For(ms) = self.quarantine.faulted() {
+            tracing::warn!(
+                target: "plugin",
+                plugin = %self.name,
+                fault = %fault,
+                cooldown_ms = ms,
+                "plugin quarantined: calls get the safe default until a probe succeeds"
+            );
+        }
         counter.fetch_add(1, Relaxed) + 1
+    }
+
+    /// A call the plugin answered.
+    pub(crate) fn succeeded(&self) {
+        if self.quarantine.succeeded() {
+            tracing::info!(
+                target: "plugin",
+                plugin = %self.name,
+                "plugin out of quarantine: the probe answered"
+            );
+        }
     }
 
     pub(crate) fn replaced(&self) {
@@ -104,10 +162,15 @@ impl PluginStats {
             timeouts: self.timeouts.load(Relaxed),
             memory: self.memory.load(Relaxed),
             blocked: self.blocked.load(Relaxed),
+            busy: self.busy.load(Relaxed),
             traps: self.traps.load(Relaxed),
             invalid: self.invalid.load(Relaxed),
             unavailable: self.unavailable.load(Relaxed),
             replaced: self.replaced.load(Relaxed),
+            skipped: self.skipped.load(Relaxed),
+            quarantined: self.quarantine.active(),
+            trips: self.quarantine.trips.load(Relaxed),
+            recoveries: self.quarantine.recoveries.load(Relaxed),
             log_lines: self.output.logged.load(Relaxed),
             log_dropped: self.output.dropped.load(Relaxed),
         }

@@ -30,41 +30,50 @@ pub struct HealthScorerPlugin {
 
 impl HealthScorerPlugin {
     pub(crate) fn new(instances: Vec<Instance<HealthScorerKind>>) -> Self {
+        let owner = instances[0].pool_owner();
         HealthScorerPlugin {
-            pool: Pool::new(instances),
+            pool: Pool::new(instances, owner),
         }
     }
 
     /// Scores one endpoint's window; `previous` is what stands if the plugin fails.
     pub fn score(&self, stats: &WindowStats, previous: Verdict) -> Scored {
         let stats = crate::convert::window_stats(stats);
-        self.pool.with(|inst| {
-            let answer = match inst.ensure(|_, _| Ok(())) {
-                Ok(()) => inst
-                    .call("score", |b, s| b.call_score(s, stats))
-                    .map(crate::convert::verdict_out),
-                Err(fault) => Err(fault),
-            };
-            match answer {
-                Ok(v) if v.weight_permille <= 1000 => Scored {
-                    verdict: v,
-                    by_plugin: true,
-                },
-                Ok(v) => {
-                    inst.fault(
-                        "score",
-                        &Fault::Invalid(format!("weight {}‰ is above 1000‰", v.weight_permille)),
-                    );
-                    Scored {
+        self.pool
+            .with(|inst| {
+                let answer = match inst.ensure(|_, _| Ok(())) {
+                    Ok(()) => inst
+                        .call("score", |b, s| b.call_score(s, stats))
+                        .map(crate::convert::verdict_out),
+                    Err(fault) => Err(fault),
+                };
+                match answer {
+                    Ok(v) if v.weight_permille <= 1000 => Scored {
+                        verdict: v,
+                        by_plugin: true,
+                    },
+                    Ok(v) => {
+                        inst.fault(
+                            "score",
+                            &Fault::Invalid(format!(
+                                "weight {}‰ is above 1000‰",
+                                v.weight_permille
+                            )),
+                        );
+                        Scored {
+                            verdict: previous,
+                            by_plugin: false,
+                        }
+                    }
+                    Err(_) => Scored {
                         verdict: previous,
                         by_plugin: false,
-                    }
+                    },
                 }
-                Err(_) => Scored {
-                    verdict: previous,
-                    by_plugin: false,
-                },
-            }
-        })
+            })
+            .unwrap_or(Scored {
+                verdict: previous,
+                by_plugin: false,
+            })
     }
 }

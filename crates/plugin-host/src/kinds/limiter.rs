@@ -66,6 +66,7 @@ pub struct Admitted {
 
 impl LimiterPlugin {
     pub(crate) fn new(instances: Vec<Instance<LimiterKind>>, on_error_admit: bool) -> Self {
+        let owner = instances[0].pool_owner();
         LimiterPlugin {
             pool: Pool::new(
                 instances
@@ -75,6 +76,7 @@ impl LimiterPlugin {
                         known: Vec::new(),
                     })
                     .collect(),
+                owner,
             ),
             on_error_admit,
             ids: RwLock::new(rustc_hash::FxHashMap::default()),
@@ -137,13 +139,16 @@ impl LimiterPlugin {
     /// know (its optional `export-state`; `None` if it has none). One instance answers:
     /// limiters keep one.
     pub fn export_state(&self) -> Option<Vec<u8>> {
-        self.pool.with(|member| {
-            self.catch_up(member).ok()?;
-            member
-                .inst
-                .call_optional::<(), (Vec<u8>,)>("export-state", ())
-                .map(|(bytes,)| bytes)
-        })
+        self.pool
+            .with(|member| {
+                self.catch_up(member).ok()?;
+                member
+                    .inst
+                    .call_optional::<(), (Vec<u8>,)>("export-state", ())
+                    .map(|(bytes,)| bytes)
+            })
+            .ok()
+            .flatten()
     }
 
     /// Hot-swap handoff, the new side: hands `state` to every instance's optional
@@ -161,12 +166,17 @@ impl LimiterPlugin {
 
     /// Asks to admit `permits` under `key` (interned by [`LimiterPlugin::key_id`]).
     pub fn acquire(&self, key: u32, permits: u32) -> Admitted {
-        self.pool.with(|member| {
-            let answer = self.catch_up(member).and_then(|()| {
-                member
-                    .inst
-                    .call("acquire", |b, s| b.call_acquire(s, key, permits))
-            });
+        let answer = self
+            .pool
+            .with(|member| {
+                self.catch_up(member).and_then(|()| {
+                    member
+                        .inst
+                        .call("acquire", |b, s| b.call_acquire(s, key, permits))
+                })
+            })
+            .and_then(|answer| answer);
+        {
             match answer {
                 Ok(admission) => Admitted {
                     admission: crate::convert::admission(admission),
@@ -183,7 +193,7 @@ impl LimiterPlugin {
                     by_plugin: false,
                 },
             }
-        })
+        }
     }
 
     /// Brings an instance up to date: a new instance hears every key again, a live one

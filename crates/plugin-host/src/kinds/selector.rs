@@ -99,6 +99,7 @@ pub struct SelectorPlugin {
 
 impl SelectorPlugin {
     pub(crate) fn new(instances: Vec<Instance<SelectorKind>>) -> Self {
+        let owner = instances[0].pool_owner();
         SelectorPlugin {
             id: NEXT_SELECTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pool: Pool::new(
@@ -111,6 +112,7 @@ impl SelectorPlugin {
                         pending: Vec::with_capacity(FEEDBACK_BATCH),
                     })
                     .collect(),
+                owner,
             ),
             interned: std::sync::Mutex::new(HashMap::new()),
             next_set: std::sync::atomic::AtomicU32::new(0),
@@ -178,36 +180,41 @@ impl SelectorPlugin {
         });
     }
 
-    /// Picks a member of set `id`; `None` only if the set is unknown or empty.
+    /// Picks a member of set `id`; `None` if the set is unknown or empty, or the plugin
+    /// could not be asked (busy past its timeout, in quarantine: counted), and the caller
+    /// picks among its candidates itself.
     pub fn select(&self, id: u32, hash_key: u64) -> Option<Selection> {
-        self.pool.with(|member| {
-            let set = member.sets.get(&id)?.clone();
-            if set.ids.is_empty() {
-                return None;
-            }
-            let answer = match member.ensure() {
-                Ok(()) => member
-                    .inst
-                    .call("select", |b, s| b.call_select(s, id, hash_key)),
-                Err(fault) => Err(fault),
-            };
-            match answer {
-                Ok(Some(endpoint)) if set.sorted.binary_search(&endpoint).is_ok() => {
-                    Some(Selection {
-                        endpoint,
-                        by_plugin: true,
-                    })
+        self.pool
+            .with(|member| {
+                let set = member.sets.get(&id)?.clone();
+                if set.ids.is_empty() {
+                    return None;
                 }
-                Ok(Some(endpoint)) => {
-                    member.inst.fault(
-                        "select",
-                        &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
-                    );
-                    Some(random_pick(&set.ids))
+                let answer = match member.ensure() {
+                    Ok(()) => member
+                        .inst
+                        .call("select", |b, s| b.call_select(s, id, hash_key)),
+                    Err(fault) => Err(fault),
+                };
+                match answer {
+                    Ok(Some(endpoint)) if set.sorted.binary_search(&endpoint).is_ok() => {
+                        Some(Selection {
+                            endpoint,
+                            by_plugin: true,
+                        })
+                    }
+                    Ok(Some(endpoint)) => {
+                        member.inst.fault(
+                            "select",
+                            &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
+                        );
+                        Some(random_pick(&set.ids))
+                    }
+                    Ok(None) | Err(_) => Some(random_pick(&set.ids)),
                 }
-                Ok(None) | Err(_) => Some(random_pick(&set.ids)),
-            }
-        })
+            })
+            .ok()
+            .flatten()
     }
 
     /// Records a finished call; delivered to the plugin in batches of
@@ -221,7 +228,8 @@ impl SelectorPlugin {
             (buffer.len() >= FEEDBACK_BATCH).then(|| std::mem::take(buffer))
         });
         if let Some(batch) = full {
-            self.pool.with(|member| {
+            // Busy or in quarantine: the batch is dropped (the kernel's facts keep it).
+            let _ = self.pool.with(|member| {
                 member.pending.extend(batch);
                 member.flush();
             });

@@ -40,8 +40,9 @@ impl SerializerPlugin {
                 "content type must be 1..=255 bytes, got {content_type:?}"
             )));
         }
+        let owner = instances[0].pool_owner();
         Ok(SerializerPlugin {
-            pool: Pool::new(instances),
+            pool: Pool::new(instances, owner),
             content_type,
         })
     }
@@ -58,7 +59,7 @@ impl SerializerPlugin {
             inst.ensure(|_, _| Ok(()))?;
             inst.call("encode", |b, s| b.call_encode(s, &value))?
                 .map_err(SerializeError::Rejected)
-        })
+        })?
     }
 
     /// Bytes → value.
@@ -68,6 +69,6 @@ impl SerializerPlugin {
             inst.call("decode", |b, s| b.call_decode(s, bytes))?
                 .map(crate::convert::value_out)
                 .map_err(SerializeError::Rejected)
-        })
+        })?
     }
 }
