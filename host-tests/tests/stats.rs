@@ -185,6 +185,18 @@ fn stats_from_a_manifest_shows_a_live_endpoint_healthy_and_a_dead_one_dead() {
         "{echo}"
     );
     assert_eq!(state_of(&dead), ("dead".into(), false.into()), "{echo}");
+    // Every plugin of the client, with its counters (calls, faults by cause, quarantine).
+    let plugins = report["clients"][0]["plugins"]
+        .as_array()
+        .unwrap_or_else(|| panic!("plugins in {report}"));
+    for name in ["round-robin", "availability", "json"] {
+        let p = plugins
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {plugins:?}"));
+        assert!(p["calls"].is_u64() && p["timeouts"] == 0, "{p}");
+        assert_eq!(p["quarantined"], false, "{p}");
+    }
 
     let table = axle(&["stats", "--manifest", path, "--probe-ms", "500"]);
     let out = text(&table.stdout);
@@ -196,6 +208,10 @@ fn stats_from_a_manifest_shows_a_live_endpoint_healthy_and_a_dead_one_dead() {
     };
     assert!(row(&live.addr).contains(" healthy "), "{out}");
     assert!(row(&dead).contains(" dead "), "{out}");
+    assert!(
+        out.contains("  plugins") && out.contains("availability"),
+        "{out}"
+    );
 }
 
 #[test]

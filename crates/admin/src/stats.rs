@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::Targets;
 use axle_client::ServiceView;
+use axle_plugin_host::PluginCounters;
 use axle_server::{ServerView, Status};
 
 /// What `stats` answers (and `axle stats --json` prints).
@@ -23,12 +24,18 @@ pub struct StatsReport {
 pub struct ClientStats {
     pub name: String,
     pub services: Vec<ServiceView>,
+    /// Its plugins' counters: calls, faults by cause, quarantine, log lines.
+    #[serde(default)]
+    pub plugins: Vec<PluginCounters>,
 }
 
 /// One server: per service/method.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ServerStats {
     pub name: String,
+    /// The counters of the plugins in its path (its limiter).
+    #[serde(default)]
+    pub plugins: Vec<PluginCounters>,
     #[serde(flatten)]
     pub view: ServerView,
 }
@@ -43,6 +50,7 @@ impl StatsReport {
                 .map(|(name, c)| ClientStats {
                     name: name.clone(),
                     services: c.services(),
+                    plugins: c.plugins(),
                 })
                 .collect(),
             servers: targets
@@ -50,6 +58,7 @@ impl StatsReport {
                 .iter()
                 .map(|(name, s)| ServerStats {
                     name: name.clone(),
+                    plugins: s.plugins(),
                     view: s.stats(),
                 })
                 .collect(),

@@ -220,12 +220,23 @@ impl Client {
     /// The counters of the plugins this client runs (calls, faults by cause, replaced
     /// instances), by plugin name.
     pub fn plugin_stats(&self) -> Vec<(String, axle_plugin_host::StatsSnapshot)> {
+        self.plugins()
+            .into_iter()
+            .map(|c| (c.name, c.stats))
+            .collect()
+    }
+
+    /// The same as [`Client::plugin_stats`], named rows (what `axle stats` shows).
+    pub fn plugins(&self) -> Vec<axle_plugin_host::PluginCounters> {
         self.state
             .loadout
             .load()
             .plugins
             .iter()
-            .map(|(name, (_, p))| (name.clone(), p.stats.snapshot()))
+            .map(|(name, (_, p))| axle_plugin_host::PluginCounters {
+                name: name.clone(),
+                stats: p.stats.snapshot(),
+            })
             .collect()
     }
 

@@ -46,7 +46,7 @@ use kinds::serializer::{SerializerKind, SerializerPlugin};
 pub use reload::SwapReport;
 use sandbox::{Instance, Kind, Prepared};
 pub use spec::{ComponentSource, PluginKind, PluginSpec};
-pub use stats::{Fault, PluginStats, StatsSnapshot};
+pub use stats::{Fault, PluginCounters, PluginStats, StatsSnapshot};
 
 /// A plugin that could not be loaded: which, from where, why.
 #[derive(Debug, thiserror::Error)]

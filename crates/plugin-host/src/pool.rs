@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::stats::{Fault, PluginStats};
+use crate::stats::{Fault, PluginCounters, PluginStats};
 
 /// A fixed set of members (instances, with what the kind keeps beside each).
 pub struct Pool<S> {
@@ -98,6 +98,14 @@ impl<S> Pool<S> {
                 }
                 Err(Fault::Busy)
             }
+        }
+    }
+
+    /// The plugin's counters now.
+    pub fn counters(&self) -> PluginCounters {
+        PluginCounters {
+            name: self.name.to_string(),
+            stats: self.stats.snapshot(),
         }
     }
 

@@ -176,3 +176,11 @@ impl PluginStats {
         }
     }
 }
+
+/// One plugin's counters under its name (what `axle stats` and the admin endpoint show).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PluginCounters {
+    pub name: String,
+    #[serde(flatten)]
+    pub stats: StatsSnapshot,
+}

@@ -301,6 +301,11 @@ impl ServerObserver {
         self.0.view()
     }
 
+    /// The counters of the plugins in this server's path (its limiter).
+    pub fn plugins(&self) -> Vec<axle_plugin_host::PluginCounters> {
+        self.0.limiter.load().iter().map(|l| l.counters()).collect()
+    }
+
     /// Where the server listens.
     pub fn local_addr(&self) -> SocketAddr {
         self.0.local

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use axle::admin::{ClientStats, ServerStats, StatsReport, DEFAULT_ADDR};
 use axle::client::{Client, ClientConfig};
 use axle::manifest::Manifest;
+use axle::plugin::PluginCounters;
 use axle::plugin::PluginHost;
 
 /// `axle stats` flags.
@@ -87,6 +88,7 @@ async fn probe(args: &Args) -> anyhow::Result<StatsReport> {
         clients: vec![ClientStats {
             name,
             services: client.services(),
+            plugins: client.plugins(),
         }],
         servers: Vec::new(),
     })
@@ -97,14 +99,68 @@ pub fn render(report: &StatsReport) -> String {
     let mut out = String::new();
     for c in &report.clients {
         client_table(&mut out, c);
+        plugin_table(&mut out, &c.plugins);
     }
     for s in &report.servers {
         server_table(&mut out, s);
+        plugin_table(&mut out, &s.plugins);
     }
     if report.clients.is_empty() && report.servers.is_empty() {
         out.push_str("nothing exposed: no clients, no servers\n");
     }
     out
+}
+
+/// Each plugin's calls, faults by cause, quarantine and log lines.
+fn plugin_table(out: &mut String, plugins: &[PluginCounters]) {
+    use std::fmt::Write;
+    if plugins.is_empty() {
+        return;
+    }
+    let width = plugins
+        .iter()
+        .map(|p| p.name.len())
+        .chain([6])
+        .max()
+        .unwrap_or(6);
+    let _ = writeln!(out, "  plugins");
+    let _ = writeln!(
+        out,
+        "    {:<width$} {:>10} {:>7} {:>8} {:>6} {:>6} {:>7} {:>6} {:>8} {:>9} {:>6} {:>9}",
+        "plugin",
+        "calls",
+        "faults",
+        "timeouts",
+        "traps",
+        "memory",
+        "blocked",
+        "busy",
+        "replaced",
+        "skipped",
+        "trips",
+        "log/drop"
+    );
+    for p in plugins {
+        let s = &p.stats;
+        let _ = writeln!(
+            out,
+            "    {:<width$} {:>10} {:>7} {:>8} {:>6} {:>6} {:>7} {:>6} {:>8} {:>9} {:>6} {:>9}{}",
+            p.name,
+            s.calls,
+            s.faults(),
+            s.timeouts,
+            s.traps,
+            s.memory,
+            s.blocked,
+            s.busy,
+            s.replaced,
+            s.skipped,
+            s.trips,
+            format!("{}/{}", s.log_lines, s.log_dropped),
+            if s.quarantined { "  QUARANTINED" } else { "" }
+        );
+    }
+    out.push('\n');
 }
 
 fn ns(v: u64) -> String {

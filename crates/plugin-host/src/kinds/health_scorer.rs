@@ -29,6 +29,11 @@ pub struct HealthScorerPlugin {
 }
 
 impl HealthScorerPlugin {
+    /// The plugin's counters now (calls, faults by cause, quarantine, log lines).
+    pub fn counters(&self) -> crate::PluginCounters {
+        self.pool.counters()
+    }
+
     pub(crate) fn new(instances: Vec<Instance<HealthScorerKind>>) -> Self {
         let owner = instances[0].pool_owner();
         HealthScorerPlugin {

@@ -65,6 +65,11 @@ pub struct Admitted {
 }
 
 impl LimiterPlugin {
+    /// The plugin's counters now (calls, faults by cause, quarantine, log lines).
+    pub fn counters(&self) -> crate::PluginCounters {
+        self.pool.counters()
+    }
+
     pub(crate) fn new(instances: Vec<Instance<LimiterKind>>, on_error_admit: bool) -> Self {
         let owner = instances[0].pool_owner();
         LimiterPlugin {

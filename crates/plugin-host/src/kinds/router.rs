@@ -44,6 +44,11 @@ pub struct RouterPlugin {
 }
 
 impl RouterPlugin {
+    /// The plugin's counters now (calls, faults by cause, quarantine, log lines).
+    pub fn counters(&self) -> crate::PluginCounters {
+        self.pool.counters()
+    }
+
     pub(crate) fn new(instances: Vec<Instance<RouterKind>>) -> Self {
         let owner = instances[0].pool_owner();
         RouterPlugin {

@@ -98,6 +98,11 @@ pub struct SelectorPlugin {
 }
 
 impl SelectorPlugin {
+    /// The plugin's counters now (calls, faults by cause, quarantine, log lines).
+    pub fn counters(&self) -> crate::PluginCounters {
+        self.pool.counters()
+    }
+
     pub(crate) fn new(instances: Vec<Instance<SelectorKind>>) -> Self {
         let owner = instances[0].pool_owner();
         SelectorPlugin {

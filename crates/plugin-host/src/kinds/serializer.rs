@@ -33,6 +33,11 @@ pub struct SerializerPlugin {
 }
 
 impl SerializerPlugin {
+    /// The plugin's counters now (calls, faults by cause, quarantine, log lines).
+    pub fn counters(&self) -> crate::PluginCounters {
+        self.pool.counters()
+    }
+
     pub(crate) fn new(mut instances: Vec<Instance<SerializerKind>>) -> Result<Self, Fault> {
         let content_type = instances[0].call("content-type", |b, s| b.call_content_type(s))?;
         if content_type.is_empty() || content_type.len() > 255 {
