@@ -18,6 +18,7 @@ pub mod host_state;
 pub mod kinds;
 pub mod pool;
 pub mod quarantine;
+mod rebuild;
 mod reload;
 pub mod sandbox;
 pub mod selfcheck;

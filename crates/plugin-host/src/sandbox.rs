@@ -8,6 +8,7 @@
 //!   `InstancePre`, re-runs `init` and lets the kind replay what it had pushed (tables,
 //!   sets, keys). Until then the caller gets the kind's safe default.
 
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::component::InstancePre;
@@ -114,11 +115,16 @@ pub struct Live<K: Kind> {
     pub instance: wasmtime::component::Instance,
 }
 
-/// One instance slot of a plugin: live, or waiting to be replaced.
+/// A replacement being made off the request path: the state generation it was made
+/// for, and where it will arrive.
+type Coming<K> = (u64, Receiver<Result<Live<K>, Fault>>);
+
+/// One instance of a plugin: live, or being replaced.
 pub struct Instance<K: Kind> {
     prepared: Arc<Prepared<K>>,
     live: Option<Live<K>>,
     retry_at: Option<Instant>,
+    coming: Option<Coming<K>>,
 }
 
 impl<K: Kind> Instance<K> {
@@ -128,6 +134,7 @@ impl<K: Kind> Instance<K> {
             prepared,
             live: Some(live),
             retry_at: None,
+            coming: None,
         }
     }
 
@@ -150,42 +157,68 @@ impl<K: Kind> Instance<K> {
         &self.prepared
     }
 
-    /// Makes sure an instance is live. A new one gets `replay` (the kind pushes the state
-    /// the old one had: tables, sets, keys) before any call.
+    /// Makes sure an instance is live, without making the caller wait for one: a dead
+    /// instance is replaced off the request path (`rebuild.rs`) and until then this
+    /// answers `Replacing` (the caller gives the safe default). The replacement gets
+    /// `replay` — the kind pushing the state the old one had (tables, sets, keys) — under
+    /// the start-up deadline. `generation` names that state: a replacement made for an
+    /// older generation (the table changed meanwhile) is discarded and made again.
     pub fn ensure(
         &mut self,
-        replay: impl FnOnce(&K::Bindings, &mut Store<HostState>) -> wasmtime::Result<()>,
+        generation: u64,
+        replay: impl FnOnce(&K::Bindings, &mut Store<HostState>) -> wasmtime::Result<()>
+            + Send
+            + 'static,
     ) -> Result<(), Fault> {
         if self.live.is_some() {
             return Ok(());
+        }
+        if let Some((made_for, rx)) = &self.coming {
+            match rx.try_recv() {
+                Ok(Ok(live)) if *made_for == generation => {
+                    self.coming = None;
+                    self.live = Some(live);
+                    self.retry_at = None;
+                    self.prepared.stats.replaced();
+                    tracing::info!(plugin = %self.prepared.name, "plugin instance replaced");
+                    return Ok(());
+                }
+                // Made for a state that has moved on: make another below.
+                Ok(Ok(_)) => self.coming = None,
+                Ok(Err(fault)) => {
+                    self.coming = None;
+                    self.retry_at = Some(Instant::now() + RETRY_INSTANTIATE_AFTER);
+                    let fault = Fault::Unavailable(format!("cannot replace the instance: {fault}"));
+                    self.fault("instantiate", &fault);
+                    return Err(fault);
+                }
+                Err(TryRecvError::Empty) => {
+                    self.fault("instantiate", &Fault::Replacing);
+                    return Err(Fault::Replacing);
+                }
+                Err(TryRecvError::Disconnected) => self.coming = None,
+            }
         }
         if self.retry_at.is_some_and(|t| Instant::now() < t) {
             let fault = Fault::Unavailable("waiting to retry instantiation".into());
             self.fault("instantiate", &fault);
             return Err(fault);
         }
-        let p = &self.prepared;
-        // Replay runs under the start-up deadline: pushing a large table is start-up work.
-        let made = p.instantiate().and_then(|mut live| {
-            replay(&live.bindings, &mut live.store)
-                .map_err(|e| classify(e, &live.store, p.init_timeout_ms()))?;
-            Ok(live)
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let p = self.prepared.clone();
+        crate::rebuild::spawn(move || {
+            // Replay runs under the start-up deadline: pushing a large table is start-up
+            // work.
+            let made = p.instantiate().and_then(|mut live| {
+                replay(&live.bindings, &mut live.store)
+                    .map_err(|e| classify(e, &live.store, p.init_timeout_ms()))?;
+                Ok(live)
+            });
+            let _ = tx.send(made);
         });
-        match made {
-            Ok(live) => {
-                self.live = Some(live);
-                self.retry_at = None;
-                p.stats.replaced();
-                tracing::info!(plugin = %p.name, "plugin instance replaced");
-                Ok(())
-            }
-            Err(fault) => {
-                self.retry_at = Some(Instant::now() + RETRY_INSTANTIATE_AFTER);
-                let fault = Fault::Unavailable(format!("cannot replace the instance: {fault}"));
-                self.fault("instantiate", &fault);
-                Err(fault)
-            }
-        }
+        self.coming = Some((generation, rx));
+        self.fault("instantiate", &Fault::Replacing);
+        Err(Fault::Replacing)
     }
 
     /// Calls into the live instance (which [`Instance::ensure`] made sure of). A fault

@@ -29,6 +29,10 @@ pub enum Fault {
     /// The guest answered something the kind's contract forbids.
     #[error("invalid answer: {0}")]
     Invalid(String),
+    /// The instance is being replaced off the request path (not fed to quarantine: the
+    /// fault that killed the instance was).
+    #[error("its instance is being replaced")]
+    Replacing,
     /// No instance could be made (instantiation or `init` failed); retried later.
     #[error("no live instance: {0}")]
     Unavailable(String),
@@ -52,6 +56,7 @@ pub struct PluginStats {
     traps: AtomicU64,
     invalid: AtomicU64,
     unavailable: AtomicU64,
+    replacing: AtomicU64,
     replaced: AtomicU64,
 }
 
@@ -74,6 +79,8 @@ pub struct StatsSnapshot {
     pub invalid: u64,
     /// Calls made while no instance could be created.
     pub unavailable: u64,
+    /// Calls answered by the safe default while an instance was being replaced.
+    pub replacing: u64,
     /// Instances discarded and made anew after a fault.
     pub replaced: u64,
     /// Calls answered by the safe default without entering the plugin, in quarantine.
@@ -127,6 +134,7 @@ impl PluginStats {
             Fault::Trap(_) => &self.traps,
             Fault::Invalid(_) => &self.invalid,
             Fault::Unavailable(_) => &self.unavailable,
+            Fault::Replacing => return self.replacing.fetch_add(1, Relaxed) + 1,
         };
         if let crate::quarantine::Tripped::For(ms) = self.quarantine.faulted() {
             tracing::warn!(
@@ -166,6 +174,7 @@ impl PluginStats {
             traps: self.traps.load(Relaxed),
             invalid: self.invalid.load(Relaxed),
             unavailable: self.unavailable.load(Relaxed),
+            replacing: self.replacing.load(Relaxed),
             replaced: self.replaced.load(Relaxed),
             skipped: self.skipped.load(Relaxed),
             quarantined: self.quarantine.active(),

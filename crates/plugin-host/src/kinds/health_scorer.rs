@@ -46,7 +46,7 @@ impl HealthScorerPlugin {
         let stats = crate::convert::window_stats(stats);
         self.pool
             .with(|inst| {
-                let answer = match inst.ensure(|_, _| Ok(())) {
+                let answer = match inst.ensure(0, |_, _| Ok(())) {
                     Ok(()) => inst
                         .call("score", |b, s| b.call_score(s, stats))
                         .map(crate::convert::verdict_out),

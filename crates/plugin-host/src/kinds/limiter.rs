@@ -206,7 +206,7 @@ impl LimiterPlugin {
     fn catch_up(&self, member: &mut Member) -> Result<(), Fault> {
         if !member.inst.is_live() {
             let known = member.known.clone();
-            member.inst.ensure(|bindings, store| {
+            member.inst.ensure(0, move |bindings, store| {
                 for (id, key) in known.iter().enumerate() {
                     bindings.call_key_defined(&mut *store, id as u32, key)?;
                 }

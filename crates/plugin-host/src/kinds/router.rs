@@ -14,6 +14,8 @@ crate::kinds::world_kind!(RouterKind, router, Router, RouterPre, "router world")
 struct Member {
     inst: Instance<RouterKind>,
     table: Option<Arc<wit::EndpointTable>>,
+    /// Bumped whenever the state a replacement must replay changes.
+    generation: u64,
 }
 
 impl Member {
@@ -22,10 +24,11 @@ impl Member {
             return Ok(());
         }
         let table = self.table.clone();
-        self.inst.ensure(|bindings, store| match &table {
-            Some(t) => bindings.call_endpoints_changed(store, t),
-            None => Ok(()),
-        })
+        self.inst
+            .ensure(self.generation, move |bindings, store| match &table {
+                Some(t) => bindings.call_endpoints_changed(store, t),
+                None => Ok(()),
+            })
     }
 }
 
@@ -55,7 +58,11 @@ impl RouterPlugin {
             pool: Pool::new(
                 instances
                     .into_iter()
-                    .map(|inst| Member { inst, table: None })
+                    .map(|inst| Member {
+                        inst,
+                        table: None,
+                        generation: 0,
+                    })
                     .collect(),
                 owner,
             ),
@@ -67,6 +74,7 @@ impl RouterPlugin {
         let table = Arc::new(crate::convert::table(table));
         self.pool.each(|member| {
             member.table = Some(table.clone());
+            member.generation += 1;
             if member.ensure().is_ok() {
                 let _ = member.inst.call("endpoints-changed", |b, s| {
                     b.call_endpoints_changed(s, &table)

@@ -32,6 +32,8 @@ struct SetMembers {
 struct Member {
     inst: Instance<SelectorKind>,
     table: Option<Arc<wit::EndpointTable>>,
+    /// Bumped whenever the state a replacement must replay changes.
+    generation: u64,
     sets: HashMap<u32, Arc<SetMembers>>,
     pending: Vec<wit::Outcome>,
 }
@@ -43,7 +45,7 @@ impl Member {
         }
         let table = self.table.clone();
         let sets: Vec<_> = self.sets.iter().map(|(k, v)| (*k, v.clone())).collect();
-        self.inst.ensure(|bindings, store| {
+        self.inst.ensure(self.generation, move |bindings, store| {
             if let Some(table) = &table {
                 bindings.call_endpoints_changed(&mut *store, table)?;
             }
@@ -114,6 +116,7 @@ impl SelectorPlugin {
                         inst,
                         table: None,
                         sets: HashMap::new(),
+                        generation: 0,
                         pending: Vec::with_capacity(FEEDBACK_BATCH),
                     })
                     .collect(),
@@ -156,6 +159,7 @@ impl SelectorPlugin {
         self.pool.each(|member| {
             member.sets.clear();
             member.table = Some(table.clone());
+            member.generation += 1;
             if member.ensure().is_ok() {
                 // A fault here already discarded the instance; its replacement gets the
                 // table by replay.
@@ -177,6 +181,7 @@ impl SelectorPlugin {
         });
         self.pool.each(|member| {
             member.sets.insert(id, set.clone());
+            member.generation += 1;
             if member.ensure().is_ok() {
                 let _ = member
                     .inst

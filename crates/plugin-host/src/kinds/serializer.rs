@@ -61,7 +61,7 @@ impl SerializerPlugin {
     pub fn encode(&self, value: &Value) -> Result<Vec<u8>, SerializeError> {
         let value = crate::convert::value_in(value);
         self.pool.with(|inst| {
-            inst.ensure(|_, _| Ok(()))?;
+            inst.ensure(0, |_, _| Ok(()))?;
             inst.call("encode", |b, s| b.call_encode(s, &value))?
                 .map_err(SerializeError::Rejected)
         })?
@@ -70,7 +70,7 @@ impl SerializerPlugin {
     /// Bytes → value.
     pub fn decode(&self, bytes: &[u8]) -> Result<Value, SerializeError> {
         self.pool.with(|inst| {
-            inst.ensure(|_, _| Ok(()))?;
+            inst.ensure(0, |_, _| Ok(()))?;
             inst.call("decode", |b, s| b.call_decode(s, bytes))?
                 .map(crate::convert::value_out)
                 .map_err(SerializeError::Rejected)
