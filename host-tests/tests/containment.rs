@@ -34,6 +34,7 @@ fn hostile_client(
             memory_bytes: 64 << 20,
             instances: 1,
             on_error_admit: true,
+            key_on: Default::default(),
             config,
         },
     );
@@ -197,6 +198,7 @@ fn a_plugin_whose_init_never_returns_fails_to_load_with_a_reason() {
         memory_bytes: 64 << 20,
         instances: 1,
         on_error_admit: true,
+        key_on: Default::default(),
         config,
     };
     let err = host.load(&spec).err().expect("the load fails").to_string();

@@ -315,3 +315,78 @@ fn json_and_msgpack_round_trip_nested_values() {
         assert_eq!(p.stats.snapshot().faults(), 0);
     }
 }
+
+#[test]
+fn a_flood_of_consumer_names_grows_no_keys_past_the_bound_and_stays_limited() {
+    let t = TestHost::new();
+    let extra = "key-on = [\"consumer-app\"]\n[plugins.tb.config]\nrate = 0.5\nburst = 5";
+    let p = t
+        .load(
+            &manifest("tb", "limiter", "builtin:token-bucket", extra),
+            "tb",
+        )
+        .unwrap();
+    let Plugin::Limiter(l) = &p.plugin else {
+        panic!("not a limiter")
+    };
+    let max = axle::plugin::kinds::limiter::MAX_KEYS;
+    let key = |app: &str| LimitKey {
+        service: "echo".into(),
+        method: "get".into(),
+        consumer_app: app.into(),
+        consumer_ip: "127.0.0.1".into(),
+    };
+    let first = l.key_id(&key("app-0"));
+    for i in 1..max + 5_000 {
+        l.key_id(&key(&format!("app-{i}")));
+    }
+    assert_eq!(
+        l.key_count(),
+        max + 1,
+        "the bound, plus the method's overflow key"
+    );
+    assert_eq!(
+        l.key_id(&key("app-0")),
+        first,
+        "known keys keep their own bucket"
+    );
+    // Every new name past the bound shares the overflow key: limited, not open.
+    let late: Vec<u32> = (0..50)
+        .map(|i| l.key_id(&key(&format!("late-{i}"))))
+        .collect();
+    assert!(late.iter().all(|id| *id == late[0]));
+    let admitted = late
+        .iter()
+        .filter(|id| l.acquire(**id, 1).admission == Admission::Admit)
+        .count();
+    assert_eq!(
+        admitted, 5,
+        "the overflow key is one bucket: its burst, then rejections"
+    );
+}
+
+#[test]
+fn a_limiter_keys_on_the_consumer_ip_but_not_its_chosen_name_by_default() {
+    let t = TestHost::new();
+    let p = t
+        .load(&manifest("tb", "limiter", "builtin:token-bucket", ""), "tb")
+        .unwrap();
+    let Plugin::Limiter(l) = &p.plugin else {
+        panic!("not a limiter")
+    };
+    let key = |app: &str, ip: &str| LimitKey {
+        service: "echo".into(),
+        method: "get".into(),
+        consumer_app: app.into(),
+        consumer_ip: ip.into(),
+    };
+    assert_eq!(
+        l.key_id(&key("a", "127.0.0.1")),
+        l.key_id(&key("b", "127.0.0.1")),
+        "a caller renaming itself gets no fresh bucket"
+    );
+    assert_ne!(
+        l.key_id(&key("a", "127.0.0.1")),
+        l.key_id(&key("a", "127.0.0.2"))
+    );
+}

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use axle_plugin_host::{defaults, ComponentSource, PluginKind, PluginSpec};
+use axle_plugin_host::{defaults, ComponentSource, KeyOn, PluginKind, PluginSpec};
 
 use crate::raw::RawPlugin;
 use crate::KeyError;
@@ -83,6 +83,37 @@ pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec
             ))
         }
     };
+    let key_on = match (p.kind, p.key_on) {
+        (_, None) => KeyOn::default(),
+        (PluginKind::Limiter, Some(parts)) => {
+            let mut key_on = KeyOn {
+                consumer_app: false,
+                consumer_ip: false,
+            };
+            for part in &parts {
+                match part.as_str() {
+                    "consumer-app" => key_on.consumer_app = true,
+                    "consumer-ip" => key_on.consumer_ip = true,
+                    other => {
+                        return Err((
+                            key("key-on"),
+                            format!(
+                                "unknown `{other}`: a key is the method plus any of \
+                                 \"consumer-app\", \"consumer-ip\""
+                            ),
+                        ))
+                    }
+                }
+            }
+            key_on
+        }
+        (kind, Some(_)) => {
+            return Err((
+                key("key-on"),
+                format!("only limiters take key-on, not a {kind}"),
+            ))
+        }
+    };
     Ok(PluginSpec {
         name,
         kind: p.kind,
@@ -91,6 +122,7 @@ pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec
         memory_bytes: memory_mib * 1024 * 1024,
         instances,
         on_error_admit,
+        key_on,
         config: p.config,
     })
 }

@@ -81,6 +81,7 @@ pub(crate) struct RawPlugin {
     pub(crate) memory_mib: Option<u64>,
     pub(crate) instances: Option<u32>,
     pub(crate) on_error: Option<String>,
+    pub(crate) key_on: Option<Vec<String>>,
     #[serde(default)]
     pub(crate) config: toml::Table,
 }

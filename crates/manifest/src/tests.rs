@@ -51,6 +51,8 @@ fn errors_name_file_key_and_reason() {
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\nmemory-mib = 100000\n", "plugins.rr.memory-mib", "must be 1..="),
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\non-error = \"admit\"\n", "plugins.rr.on-error", "only limiters"),
         ("[plugins.l]\nkind = \"limiter\"\ncomponent = \"a.wasm\"\non-error = \"maybe\"\n", "plugins.l.on-error", "\"admit\" or \"reject\""),
+        ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\nkey-on = []\n", "plugins.rr.key-on", "only limiters"),
+        ("[plugins.l]\nkind = \"limiter\"\ncomponent = \"a.wasm\"\nkey-on = [\"user\"]\n", "plugins.l.key-on", "consumer-ip"),
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\ntimeout-ms = \"fast\"\n", "plugins.rr.timeout-ms", "invalid type"),
         ("[slotz]\n", "slotz", "unknown field `slotz`"),
         ("[slots]\nrouters = [\"rr\"]\n[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\n", "slots.routers", "`rr` is a selector, this slot takes a router"),

@@ -46,7 +46,7 @@ use kinds::selector::{SelectorKind, SelectorPlugin};
 use kinds::serializer::{SerializerKind, SerializerPlugin};
 pub use reload::SwapReport;
 use sandbox::{Instance, Kind, Prepared};
-pub use spec::{ComponentSource, PluginKind, PluginSpec};
+pub use spec::{ComponentSource, KeyOn, PluginKind, PluginSpec};
 pub use stats::{Fault, PluginCounters, PluginStats, StatsSnapshot};
 
 /// A plugin that could not be loaded: which, from where, why.
@@ -192,7 +192,11 @@ impl PluginHost {
             PluginKind::Limiter => {
                 let (instances, report) = self.instances::<LimiterKind>(spec, &stats)?;
                 (
-                    Plugin::Limiter(Arc::new(LimiterPlugin::new(instances, spec.on_error_admit))),
+                    Plugin::Limiter(Arc::new(LimiterPlugin::new(
+                        instances,
+                        spec.on_error_admit,
+                        spec.key_on,
+                    ))),
                     report,
                 )
             }
@@ -216,6 +220,7 @@ impl PluginHost {
             memory_bytes: defaults::MEMORY_MIB << 20,
             instances: 1,
             on_error_admit: true,
+            key_on: KeyOn::default(),
             config: toml::Table::new(),
         };
         let stats = Arc::new(PluginStats::named(&spec.name));

@@ -70,6 +70,26 @@ pub struct PluginSpec {
     pub instances: u32,
     /// Limiters only: what a call gets when the plugin fails.
     pub on_error_admit: bool,
+    /// Limiters only: which consumer identities a key includes besides the method.
+    pub key_on: KeyOn,
     /// `[plugins.<name>.config]`, handed to the plugin's `init`.
     pub config: toml::Table,
+}
+
+/// Which consumer identities a limiter's keys include (`key-on` in its manifest entry).
+/// The method is always part of the key. The caller's IP is by default; its application
+/// name only when asked, since a caller can name itself anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyOn {
+    pub consumer_app: bool,
+    pub consumer_ip: bool,
+}
+
+impl Default for KeyOn {
+    fn default() -> Self {
+        KeyOn {
+            consumer_app: false,
+            consumer_ip: true,
+        }
+    }
 }

@@ -84,7 +84,7 @@ async fn protected(
     if let Err(frame) = protect::check_internal(guard, external, &ctx, id) {
         return *frame;
     }
-    if let Err(frame) = limit::admit(p, &ctx, id) {
+    if let Err(frame) = limit::admit(p, &ctx, guard, id) {
         return *frame;
     }
     let _entry = match guard.guard.enter() {

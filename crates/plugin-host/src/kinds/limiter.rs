@@ -17,6 +17,14 @@ crate::kinds::world_kind!(LimiterKind, limiter, Limiter, LimiterPre, "limiter wo
 /// Rejections from a failed limiter ask callers to come back after this long.
 const FAIL_CLOSED_RETRY_AFTER_MS: u32 = 1000;
 
+/// Most keys a limiter knows. Past this, a new consumer of a method shares that method's
+/// overflow key (consumer `*`): memory stays bounded whatever callers send, and the
+/// overflow is limited like any key — a flood never turns the limiter open.
+pub const MAX_KEYS: usize = 10_000;
+
+/// The consumer part of a method's overflow key.
+const OVERFLOW: &str = "*";
+
 struct Member {
     inst: Instance<LimiterKind>,
     /// Keys this instance has been told about (in id order), for replay.
@@ -53,6 +61,7 @@ pub struct LimiterPlugin {
     ids: RwLock<rustc_hash::FxHashMap<u64, Bucket>>,
     keys: RwLock<Vec<Arc<LimitKey>>>,
     hasher: rustc_hash::FxBuildHasher,
+    key_on: crate::KeyOn,
 }
 
 /// The answer of [`LimiterPlugin::acquire`].
@@ -70,7 +79,11 @@ impl LimiterPlugin {
         self.pool.counters()
     }
 
-    pub(crate) fn new(instances: Vec<Instance<LimiterKind>>, on_error_admit: bool) -> Self {
+    pub(crate) fn new(
+        instances: Vec<Instance<LimiterKind>>,
+        on_error_admit: bool,
+        key_on: crate::KeyOn,
+    ) -> Self {
         let owner = instances[0].pool_owner();
         LimiterPlugin {
             pool: Pool::new(
@@ -87,11 +100,37 @@ impl LimiterPlugin {
             ids: RwLock::new(rustc_hash::FxHashMap::default()),
             keys: RwLock::new(Vec::new()),
             hasher: rustc_hash::FxBuildHasher,
+            key_on,
         }
     }
 
-    /// The id of the key made of `parts`, interning it on first sight.
-    pub fn key_id_of(&self, parts: KeyParts<'_>) -> u32 {
+    /// The id of the key made of `parts` (keeping only the identities the limiter keys
+    /// on), interning it on first sight, or the method's overflow key once
+    /// [`MAX_KEYS`] are known.
+    pub fn key_id_of(&self, mut parts: KeyParts<'_>) -> u32 {
+        if !self.key_on.consumer_app {
+            parts.consumer_app = "";
+        }
+        if !self.key_on.consumer_ip {
+            parts.consumer_ip = std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+        }
+        match self.intern(parts, false) {
+            Some(id) => id,
+            None => self
+                .intern(
+                    KeyParts {
+                        consumer_app: OVERFLOW,
+                        consumer_ip: std::net::IpAddr::V4(std::net::Ipv4Addr::BROADCAST),
+                        ..parts
+                    },
+                    true,
+                )
+                .unwrap_or(0),
+        }
+    }
+
+    /// `None`: the key is new and the table is full (and `overflow` is false).
+    fn intern(&self, parts: KeyParts<'_>, overflow: bool) -> Option<u32> {
         use std::hash::BuildHasher;
         let hash = self.hasher.hash_one(parts);
         let find = |bucket: &Bucket| {
@@ -107,24 +146,37 @@ impl LimiterPlugin {
             .get(&hash)
             .and_then(find)
         {
-            return id;
+            return Some(id);
         }
         let mut ids = self.ids.write().unwrap_or_else(|e| e.into_inner());
-        let bucket = ids.entry(hash).or_default();
-        if let Some(id) = find(bucket) {
-            return id;
+        if let Some(id) = ids.get(&hash).and_then(find) {
+            return Some(id);
         }
+        let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
+        if keys.len() >= MAX_KEYS && !overflow {
+            return None;
+        }
+        let bucket = ids.entry(hash).or_default();
         let key = Arc::new(LimitKey {
             service: parts.service.to_string(),
             method: parts.method.to_string(),
             consumer_app: parts.consumer_app.to_string(),
-            consumer_ip: parts.consumer_ip.to_string(),
+            consumer_ip: if overflow {
+                OVERFLOW.to_string()
+            } else {
+                parts.consumer_ip.to_string()
+            },
         });
-        let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
         let id = keys.len() as u32;
         keys.push(key.clone());
         bucket.push((key, parts.consumer_ip, id));
-        id
+        Some(id)
+    }
+
+    /// How many keys the limiter knows (at most [`MAX_KEYS`] plus one overflow key per
+    /// method).
+    pub fn key_count(&self) -> usize {
+        self.keys.read().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// The id of `key` (its IP as text; an unparsable IP counts as unspecified).

@@ -1,19 +1,23 @@
-//! The limiter plugin, per key (service, method, consumer app, consumer IP). A rejection
-//! is `rate_limited` with the plugin's retry-after; the handler does not run.
+//! The limiter plugin, per key. A key is the method's bounded names (a method no handler
+//! serves is `*`) and the consumer identities the limiter's manifest entry says to key on
+//! (`key-on`: the caller's IP by default, its application name only if asked, since a
+//! caller can name itself anything). A rejection is `rate_limited` with the plugin's
+//! retry-after; the handler does not run.
 
+use crate::stages::protect::MethodGuard;
 use crate::{Context, Pipeline};
 use axle_plugin_host::kinds::limiter::{Admission, KeyParts};
 use axle_wire::{ErrorClass, Frame};
 
 /// `Err` carries the rejection frame (boxed: it is the rare path).
-pub fn admit(p: &Pipeline, ctx: &Context, id: u64) -> Result<(), Box<Frame>> {
+pub fn admit(p: &Pipeline, ctx: &Context, guard: &MethodGuard, id: u64) -> Result<(), Box<Frame>> {
     let loaded = p.limiter.load();
     let Some(limiter) = loaded.as_ref() else {
         return Ok(());
     };
     let key = limiter.key_id_of(KeyParts {
-        service: &ctx.service,
-        method: &ctx.method,
+        service: &guard.service,
+        method: &guard.method,
         consumer_app: ctx.scope.consumer_app.as_deref().unwrap_or(""),
         consumer_ip: ctx.peer.ip(),
     });

@@ -15,6 +15,11 @@ use axle_wire::{ErrorClass, Frame};
 
 /// One method's protections, and its counters (looked up once per request, together).
 pub struct MethodGuard {
+    /// The service and method this entry counts, as bounded names: a method no handler
+    /// serves, or one past the table's bound, is `*`. The limiter keys on these, never on
+    /// a name the caller chose freely.
+    pub service: Arc<str>,
+    pub method: Arc<str>,
     pub guard: Guard,
     pub internal_only: bool,
     pub stats: MethodStats,
@@ -73,6 +78,8 @@ impl Guards {
             .entry(method.to_string())
             .or_insert_with(|| {
                 Arc::new(MethodGuard {
+                    service: service.into(),
+                    method: method.into(),
                     guard: Guard::new(&governance),
                     internal_only: governance.internal_only,
                     stats: MethodStats::default(),
