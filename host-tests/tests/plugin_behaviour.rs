@@ -390,3 +390,20 @@ fn a_limiter_keys_on_the_consumer_ip_but_not_its_chosen_name_by_default() {
         l.key_id(&key("a", "127.0.0.2"))
     );
 }
+
+#[test]
+fn set_ids_past_65536_still_reach_the_plugin() {
+    let t = TestHost::new();
+    let p = t
+        .load(&manifest("rr", "selector", "builtin:round-robin", ""), "rr")
+        .unwrap();
+    let s = selector(&p);
+    s.endpoints_changed(&table(&[100; 3]));
+    // A long-running kernel's set ids climb with every table; the plugin still answers.
+    for id in [70_000u32, 1 << 20, u32::MAX - 1] {
+        s.define_set(id, vec![0, 1, 2]);
+        let picks: Vec<_> = (0..3).map(|_| s.select(id, 0).unwrap()).collect();
+        assert!(picks.iter().all(|p| p.by_plugin), "set {id}: {picks:?}");
+    }
+    assert_eq!(p.stats.snapshot().faults(), 0);
+}

@@ -50,7 +50,7 @@ impl Member {
                 bindings.call_endpoints_changed(&mut *store, table)?;
             }
             for (id, members) in &sets {
-                bindings.call_define_set(&mut *store, *id, &members.ids)?;
+                bindings.call_define_set(&mut *store, wire_id(*id), &members.ids)?;
             }
             Ok(())
         })
@@ -65,6 +65,20 @@ impl Member {
         }
         self.pending.clear();
     }
+}
+
+/// Set ids a plugin sees: below 65,536, the bound every guest runtime (Rust, C, Python,
+/// JS) indexes sets by.
+const WIRE_IDS: u32 = 1 << 16;
+
+/// The id a plugin knows set `id` by. Kernel ids are never reused, so a call holding the
+/// id of a set forgotten with an old table finds nothing rather than another set; the
+/// plugin sees them modulo [`WIRE_IDS`], and since sets are forgotten with every table,
+/// two live sets share a wire id only past 65,536 sets in one table's life. Then the
+/// newer definition wins in the plugin, and a pick outside the kernel's set is caught as
+/// an invalid answer (counted) and replaced by the random fallback.
+fn wire_id(id: u32) -> u32 {
+    id % WIRE_IDS
 }
 
 /// The answer of [`SelectorPlugin::select`].
@@ -183,9 +197,9 @@ impl SelectorPlugin {
             member.sets.insert(id, set.clone());
             member.generation += 1;
             if member.ensure().is_ok() {
-                let _ = member
-                    .inst
-                    .call("define-set", |b, s| b.call_define_set(s, id, &set.ids));
+                let _ = member.inst.call("define-set", |b, s| {
+                    b.call_define_set(s, wire_id(id), &set.ids)
+                });
             }
         });
     }
@@ -203,7 +217,7 @@ impl SelectorPlugin {
                 let answer = match member.ensure() {
                     Ok(()) => member
                         .inst
-                        .call("select", |b, s| b.call_select(s, id, hash_key)),
+                        .call("select", |b, s| b.call_select(s, wire_id(id), hash_key)),
                     Err(fault) => Err(fault),
                 };
                 match answer {
