@@ -293,3 +293,61 @@ fn config_explain_shows_each_value_and_its_tier() {
         "{err}"
     );
 }
+
+#[test]
+fn axle_cache_shows_prunes_and_clears_its_own_artifacts_and_refuses_a_shared_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let cache = root.path().join("cache");
+    // Fill it the real way: a check compiles every embedded plugin into the cache.
+    assert!(axle(&["plugins", "check"], &cache).status.success());
+    let entries = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect::<Vec<_>>()
+    };
+    let ours = entries(&cache).len();
+    assert!(ours >= 10, "one artifact per plugin: {:?}", entries(&cache));
+    std::fs::write(
+        cache.join("0000-ffffffffffffffff.cwasm"),
+        b"another engine's",
+    )
+    .unwrap();
+    std::fs::write(cache.join(".tmp-deadbeef"), b"a crash's leftover").unwrap();
+    std::fs::write(cache.join("README"), b"not axle's").unwrap();
+
+    let dir = axle(&["cache", "dir"], &cache);
+    assert_eq!(text(&dir.stdout).trim(), cache.display().to_string());
+    let prune = axle(&["cache", "prune"], &cache);
+    assert!(
+        text(&prune.stdout).contains("removed 2 file(s)"),
+        "{}",
+        text(&prune.stdout)
+    );
+    assert_eq!(
+        entries(&cache).len(),
+        ours + 1,
+        "this engine's artifacts and the README stay"
+    );
+    let clear = axle(&["cache", "clear"], &cache);
+    assert!(text(&clear.stdout).contains(&format!("removed {ours} file(s)")));
+    assert_eq!(entries(&cache), ["README"]);
+
+    // A directory others may write to is never used: plugins are compiled instead.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let dir = axle(&["cache", "dir"], &cache);
+    assert!(
+        text(&dir.stdout).contains("not used"),
+        "{}",
+        text(&dir.stdout)
+    );
+    let check = axle(&["plugins", "check"], &cache);
+    assert!(check.status.success());
+    assert!(
+        text(&check.stderr).contains("not caching compiled plugins"),
+        "{}",
+        text(&check.stderr)
+    );
+    assert_eq!(entries(&cache), ["README"], "nothing written there");
+}

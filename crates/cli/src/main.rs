@@ -36,6 +36,20 @@ enum Command {
     /// Measure.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The cache of compiled plugins (`$AXLE_CACHE_DIR`, else `~/.cache/axle`).
+    #[command(subcommand)]
+    Cache(CacheCommand),
+}
+
+#[derive(Subcommand)]
+enum CacheCommand {
+    /// Print the cache directory (and whether it is in use).
+    Dir,
+    /// Remove artifacts this axle cannot use (other wasmtime versions or settings) and
+    /// leftover temporary files.
+    Prune,
+    /// Remove every compiled artifact (the next start compiles again).
+    Clear,
 }
 
 #[derive(Subcommand)]
@@ -149,6 +163,9 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Plugins { manifest, json, .. }) => {
             commands::bench::plugins(manifest.as_deref(), json)
         }
+        Command::Cache(CacheCommand::Dir) => commands::cache::dir(),
+        Command::Cache(CacheCommand::Prune) => commands::cache::remove(true),
+        Command::Cache(CacheCommand::Clear) => commands::cache::remove(false),
     };
     match result {
         Ok(code) => code,

@@ -47,13 +47,13 @@ pub fn instances(kind: PluginKind) -> u32 {
 /// overload is worse than a missing limit.
 pub const LIMITER_ON_ERROR_ADMITS: bool = true;
 
-/// Where compiled components are cached when `AXLE_CACHE_DIR` is not set: the user's cache
-/// directory (`~/.cache/axle` on Linux), else the system temp dir.
-pub fn cache_dir() -> std::path::PathBuf {
+/// Where compiled components are cached: `$AXLE_CACHE_DIR`, else the user's cache
+/// directory (`~/.cache/axle` on Linux). `None` when neither exists: the kernel then
+/// compiles every time rather than use a directory others share (a cached artifact is
+/// native code it will run).
+pub fn cache_dir() -> Option<std::path::PathBuf> {
     if let Some(dir) = std::env::var_os("AXLE_CACHE_DIR") {
-        return dir.into();
+        return Some(dir.into());
     }
-    dirs::cache_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("axle")
+    dirs::cache_dir().map(|d| d.join("axle"))
 }

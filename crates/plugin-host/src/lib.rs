@@ -133,7 +133,12 @@ impl PluginHost {
 
     /// A host using the default cache directory.
     pub fn with_default_cache() -> anyhow::Result<Self> {
-        PluginHost::new(Some(defaults::cache_dir()))
+        PluginHost::new(defaults::cache_dir())
+    }
+
+    /// The artifact cache (its directory, its engine key).
+    pub fn cache(&self) -> &ArtifactCache {
+        &self.cache
     }
 
     /// The facts behind `host.facts`.

@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod bench;
+pub mod cache;
 pub mod call;
 pub mod check;
 pub mod config;
