@@ -8,13 +8,53 @@ use axle::manifest::{ComponentSource, EndpointSpec, Manifest, PluginKind, Plugin
 use axle::plugin::{PluginHost, StatsSnapshot};
 use axle_host_tests::{built_component, rt, ServeProcess};
 use bytes::Bytes;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
 
 const CALLERS: usize = 32;
 
-/// A client of `echo` at `endpoints` whose selector is the hostile fixture doing
+/// The hostile fixture in `lang` (`rust`: built by host-tests/build.rs; `python`, `js`
+/// (QuickJS), `js-starlingmonkey`: `fixtures/<python|js>/hostile`, built here once per
+/// test binary with `xtask build-plugin`, whose toolchains `scripts/test` installs).
+fn fixture(lang: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    if lang == "rust" {
+        return built_component("axle_fixture_hostile");
+    }
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = built.iter().find(|(l, _)| l == lang) {
+        return path.clone();
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = if lang.starts_with("js") { "js" } else { lang };
+    let dir = here.join("fixtures").join(source).join("hostile");
+    let out = Path::new(env!("AXLE_TARGET_DIR"))
+        .join("hostile-fixtures")
+        .join(format!("{lang}.wasm"));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["run", "--release", "-q", "--manifest-path"])
+        .arg(here.join("../Cargo.toml"))
+        .args(["-p", "xtask", "--", "build-plugin", "--lang", lang])
+        .arg(&dir)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run xtask");
+    assert!(
+        status.success(),
+        "building the {lang} hostile fixture failed"
+    );
+    built.push((lang.to_string(), out.clone()));
+    out
+}
+
+/// A client of `echo` at `endpoints` whose selector is the `lang` hostile fixture doing
 /// `behaviour` on every `every`-th pick.
 fn hostile_client(
     host: &PluginHost,
+    lang: &str,
     behaviour: &str,
     every: i64,
     endpoints: &[EndpointSpec],
@@ -23,15 +63,17 @@ fn hostile_client(
     m.endpoints.clear();
     let mut config = toml::Table::new();
     config.insert("behaviour".into(), toml::Value::String(behaviour.into()));
-    config.insert("every".into(), toml::Value::Integer(every));
+    if lang == "rust" {
+        config.insert("every".into(), toml::Value::Integer(every));
+    }
     m.plugins.insert(
         "hostile".into(),
         PluginSpec {
             name: "hostile".into(),
             kind: PluginKind::Selector,
-            component: ComponentSource::File(built_component("axle_fixture_hostile")),
-            timeout_ms: 20,
-            memory_bytes: 64 << 20,
+            component: ComponentSource::File(fixture(lang)),
+            timeout_ms: if lang == "rust" { 20 } else { 100 },
+            memory_bytes: if lang == "rust" { 64 << 20 } else { 256 << 20 },
             instances: 1,
             on_error_admit: true,
             key_on: Default::default(),
@@ -55,6 +97,11 @@ struct Run {
 
 /// `calls` calls from each of [`CALLERS`] tasks; fails the test if any task panicked.
 fn run(behaviour: &str, every: i64, calls: u64) -> Run {
+    run_in("rust", behaviour, every, calls)
+}
+
+/// [`run`] with the fixture in `lang`.
+fn run_in(lang: &str, behaviour: &str, every: i64, calls: u64) -> Run {
     let providers: Vec<ServeProcess> = (0..3).map(|_| ServeProcess::start(&[])).collect();
     let endpoints: Vec<EndpointSpec> = providers
         .iter()
@@ -63,7 +110,7 @@ fn run(behaviour: &str, every: i64, calls: u64) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
     let runtime = rt();
-    let client = hostile_client(&host, behaviour, every, &endpoints);
+    let client = hostile_client(&host, lang, behaviour, every, &endpoints);
     let (ok, failed) = runtime.block_on(async {
         let tasks: Vec<_> = (0..CALLERS)
             .map(|_| {
@@ -218,4 +265,41 @@ fn a_plugin_growing_its_memory_hits_the_cap_and_is_replaced() {
         r.stats.memory
     );
     assert!(r.stats.replaced >= 1);
+}
+
+#[test]
+fn a_python_plugin_that_prints_logs_and_every_call_completes() {
+    let r = run_in("python", "print", 1, 50);
+    assert_eq!((r.ok, r.failed), (1_600, 0));
+    assert_eq!(r.stats.faults(), 0, "print() is no fault");
+    assert!(r.stats.log_lines >= 10 && r.stats.log_lines + r.stats.log_dropped >= 1_600);
+}
+
+#[test]
+fn a_js_plugin_that_logs_to_the_console_logs_and_every_call_completes() {
+    // StarlingMonkey: the QuickJS backend has no `console` at all.
+    let r = run_in("js-starlingmonkey", "print", 1, 50);
+    assert_eq!((r.ok, r.failed), (1_600, 0));
+    assert_eq!(r.stats.faults(), 0, "console.log is no fault");
+    assert!(r.stats.log_lines >= 10 && r.stats.log_lines + r.stats.log_dropped >= 1_600);
+}
+
+#[test]
+fn a_python_plugin_that_raises_is_replaced_and_calls_complete() {
+    let r = run_in("python", "raise", 1, 50);
+    assert_eq!((r.ok, r.failed), (1_600, 0), "the safe default answers");
+    assert!(
+        r.stats.traps >= 1 && r.stats.replaced >= 1,
+        "the exception is a trap"
+    );
+}
+
+#[test]
+fn a_js_plugin_that_throws_is_replaced_and_calls_complete() {
+    let r = run_in("js", "raise", 1, 50);
+    assert_eq!((r.ok, r.failed), (1_600, 0), "the safe default answers");
+    assert!(
+        r.stats.traps >= 1 && r.stats.replaced >= 1,
+        "the exception is a trap"
+    );
 }
