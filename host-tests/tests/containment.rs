@@ -303,3 +303,103 @@ fn a_js_plugin_that_throws_is_replaced_and_calls_complete() {
         "the exception is a trap"
     );
 }
+
+/// A real `axle serve` whose limiter is the hostile limiter doing `behaviour` on every
+/// `every`-th request: 32 callers' calls all answered (the limiter fails open, its
+/// default), the provider serving throughout, and the faults in its admin stats.
+fn serve_with_hostile_limiter(behaviour: &str, every: i64) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("plugins.toml");
+    let text = axle::manifest::defaults::EMBEDDED_MANIFEST.replace(
+        "limiter = \"token-bucket\"",
+        "limiter = \"hostile-limiter\"",
+    );
+    assert_ne!(text, axle::manifest::defaults::EMBEDDED_MANIFEST);
+    let component = built_component("axle_fixture_hostile_limiter");
+    std::fs::write(
+        &manifest,
+        format!(
+            "{text}\n[plugins.hostile-limiter]\nkind = \"limiter\"\ncomponent = {:?}\n\
+             [plugins.hostile-limiter.config]\nbehaviour = {behaviour:?}\nevery = {every}\n",
+            component.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let server = ServeProcess::start_with_manifest(Some(&manifest), &["--admin", "127.0.0.1:0"]);
+    let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
+    let runtime = rt();
+    let client = axle_host_tests::client_for(
+        &host,
+        "echo",
+        "round-robin",
+        vec![EndpointSpec::new(server.addr.clone())],
+    );
+    let (ok, failed) = runtime.block_on(async {
+        let tasks: Vec<_> = (0..CALLERS)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let mut counts = (0u64, 0u64);
+                    for _ in 0..50 {
+                        let body = Bytes::from_static(&[7; 64]);
+                        match client
+                            .call_raw("echo", "x", body, &CallOptions::default())
+                            .await
+                        {
+                            Ok(_) => counts.0 += 1,
+                            Err(_) => counts.1 += 1,
+                        }
+                    }
+                    counts
+                })
+            })
+            .collect();
+        let mut totals = (0, 0);
+        for t in tasks {
+            let (ok, failed) = t.await.expect("no calling task panicked");
+            totals.0 += ok;
+            totals.1 += failed;
+        }
+        totals
+    });
+    let admin = server.admin.clone().expect("--admin prints its address");
+    let out = Command::new(axle_host_tests::axle_bin())
+        .args(["stats", "--admin", &admin, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the provider still answers its admin endpoint"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let limiter = report["servers"][0]["plugins"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "hostile-limiter"))
+        .cloned()
+        .unwrap_or_else(|| panic!("the limiter's counters in {report}"));
+    eprintln!("serve, limiter {behaviour}: {ok} ok, {failed} failed; {limiter}");
+    assert_eq!((ok, failed), (1_600, 0), "every call answered");
+    limiter
+}
+
+#[test]
+fn a_provider_with_a_printing_limiter_serves_and_logs() {
+    let limiter = serve_with_hostile_limiter("print", 10);
+    assert_eq!(limiter["traps"], 0);
+    assert!(limiter["log_lines"].as_u64().unwrap() >= 10, "{limiter}");
+}
+
+#[test]
+fn a_provider_with_a_panicking_limiter_serves_and_counts() {
+    let limiter = serve_with_hostile_limiter("panic", 20);
+    assert!(limiter["traps"].as_u64().unwrap() >= 1, "{limiter}");
+    assert!(limiter["replaced"].as_u64().unwrap() >= 1, "{limiter}");
+}
+
+#[test]
+fn a_provider_with_a_spinning_limiter_quarantines_it_and_serves() {
+    let limiter = serve_with_hostile_limiter("spin", 1);
+    assert!(limiter["timeouts"].as_u64().unwrap() >= 1, "{limiter}");
+    assert!(limiter["trips"].as_u64().unwrap() >= 1, "{limiter}");
+    assert!(limiter["skipped"].as_u64().unwrap() >= 800, "{limiter}");
+}

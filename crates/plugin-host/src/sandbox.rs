@@ -193,7 +193,8 @@ impl<K: Kind> Instance<K> {
                     return Err(fault);
                 }
                 Err(TryRecvError::Empty) => {
-                    self.fault("instantiate", &Fault::Replacing);
+                    // Counted, not logged: the fault that killed the instance was.
+                    self.prepared.stats.fault(&Fault::Replacing);
                     return Err(Fault::Replacing);
                 }
                 Err(TryRecvError::Disconnected) => self.coming = None,
@@ -217,7 +218,7 @@ impl<K: Kind> Instance<K> {
             let _ = tx.send(made);
         });
         self.coming = Some((generation, rx));
-        self.fault("instantiate", &Fault::Replacing);
+        self.prepared.stats.fault(&Fault::Replacing);
         Err(Fault::Replacing)
     }
 
