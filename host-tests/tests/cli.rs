@@ -351,3 +351,37 @@ fn axle_cache_shows_prunes_and_clears_its_own_artifacts_and_refuses_a_shared_dir
     );
     assert_eq!(entries(&cache), ["README"], "nothing written there");
 }
+
+#[test]
+fn axle_bench_hostile_runs_every_case_and_quarantines_the_broken_ones() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = axle(
+        &["bench", "hostile", "--seconds", "0.3", "--json"],
+        cache.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 8, "{report}");
+    let row = |case: &str| {
+        rows.iter()
+            .find(|r| r["case"] == case)
+            .unwrap_or_else(|| panic!("{case} in {report}"))
+    };
+    assert_eq!(row("baseline: round-robin")["safe_defaults"], 0);
+    for case in [
+        "panics on every call",
+        "spins on every call",
+        "sleeps on every call",
+    ] {
+        let r = row(case);
+        assert!(r["quarantine_trips"].as_u64().unwrap() >= 1, "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+    }
+    assert!(
+        row("  with a 500 µs slow budget")["quarantine_trips"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+}

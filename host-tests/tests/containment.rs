@@ -77,6 +77,8 @@ fn hostile_client(
             instances: 1,
             on_error_admit: true,
             key_on: Default::default(),
+            slow_call_us: 0,
+            quarantine_slow: false,
             config,
         },
     );
@@ -246,6 +248,8 @@ fn a_plugin_whose_init_never_returns_fails_to_load_with_a_reason() {
         instances: 1,
         on_error_admit: true,
         key_on: Default::default(),
+        slow_call_us: 0,
+        quarantine_slow: false,
         config,
     };
     let err = host.load(&spec).err().expect("the load fails").to_string();

@@ -94,6 +94,16 @@ enum BenchCommand {
         #[arg(long = "system")]
         systems: Vec<String>,
     },
+    /// A hostile plugin in the path (panics, spins, sleeps, grows, prints) against a
+    /// well-behaved one: throughput ratios, p99, and the p99 of a path it is not in.
+    Hostile {
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Seconds per case.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+    },
     /// How long a hot-swap takes: in the kernel, and from a saved manifest to serving.
     Swap {
         /// Print one JSON object instead of a table.
@@ -119,7 +129,7 @@ enum BenchCommand {
     },
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)
@@ -154,6 +164,9 @@ fn main() -> ExitCode {
             systems,
         }) => commands::bench::rpc(manifest.as_deref(), json, seconds, &systems),
         Command::Bench(BenchCommand::Swap { json }) => commands::bench::swap(json),
+        Command::Bench(BenchCommand::Hostile { json, seconds }) => {
+            commands::bench::hostile(seconds, json)
+        }
         Command::Bench(BenchCommand::Plugins {
             json,
             languages: true,

@@ -114,6 +114,19 @@ pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec
             ))
         }
     };
+    let slow_call_us = p.slow_call_us.unwrap_or(0);
+    if slow_call_us > timeout_ms * 1000 {
+        return Err((
+            key("slow-call-us"),
+            format!("{slow_call_us} µs is past the call deadline ({timeout_ms} ms): no call can be that slow"),
+        ));
+    }
+    if p.quarantine_slow && slow_call_us == 0 {
+        return Err((
+            key("quarantine-slow"),
+            "needs slow-call-us: the budget a call is slow past".into(),
+        ));
+    }
     Ok(PluginSpec {
         name,
         kind: p.kind,
@@ -123,6 +136,8 @@ pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec
         instances,
         on_error_admit,
         key_on,
+        slow_call_us,
+        quarantine_slow: p.quarantine_slow,
         config: p.config,
     })
 }

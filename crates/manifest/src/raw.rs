@@ -82,6 +82,9 @@ pub(crate) struct RawPlugin {
     pub(crate) instances: Option<u32>,
     pub(crate) on_error: Option<String>,
     pub(crate) key_on: Option<Vec<String>>,
+    pub(crate) slow_call_us: Option<u64>,
+    #[serde(default)]
+    pub(crate) quarantine_slow: bool,
     #[serde(default)]
     pub(crate) config: toml::Table,
 }

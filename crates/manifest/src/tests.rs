@@ -52,6 +52,8 @@ fn errors_name_file_key_and_reason() {
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\non-error = \"admit\"\n", "plugins.rr.on-error", "only limiters"),
         ("[plugins.l]\nkind = \"limiter\"\ncomponent = \"a.wasm\"\non-error = \"maybe\"\n", "plugins.l.on-error", "\"admit\" or \"reject\""),
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\nkey-on = []\n", "plugins.rr.key-on", "only limiters"),
+        ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\nquarantine-slow = true\n", "plugins.rr.quarantine-slow", "needs slow-call-us"),
+        ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\nslow-call-us = 30000\n", "plugins.rr.slow-call-us", "past the call deadline"),
         ("[plugins.l]\nkind = \"limiter\"\ncomponent = \"a.wasm\"\nkey-on = [\"user\"]\n", "plugins.l.key-on", "consumer-ip"),
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\ntimeout-ms = \"fast\"\n", "plugins.rr.timeout-ms", "invalid type"),
         ("[slotz]\n", "slotz", "unknown field `slotz`"),

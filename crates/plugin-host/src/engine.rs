@@ -1,9 +1,13 @@
 //! The one wasmtime `Engine` of a kernel, and the ticker that bounds every plugin call.
 //!
-//! Epoch interruption, not fuel: it costs ~5% per call instead of ~7% (`docs/architecture.md`, "What a call
-//! costs") and
-//! bounds wall time, which is what a request's deadline is made of. The ticker bumps the
-//! epoch every [`TICK`]; a call's deadline is its plugin's `timeout-ms` in ticks.
+//! Epoch interruption, not fuel: it costs ~5% per call instead of ~7%
+//! (`docs/architecture.md`, "What a call costs") and bounds wall time, which is what a
+//! request's deadline is made of. The ticker bumps the epoch every [`TICK`]; a call's
+//! deadline is its plugin's `timeout-ms` in ticks.
+//!
+//! No wasm backtraces on traps: capturing one walks the guest's stack on every fault,
+//! which a plugin that faults often turns into a cost on the request path; what a fault
+//! needs to say (its cause, the guest's own panic message in the log) is kept.
 
 use std::time::Duration;
 use wasmtime::{Config, Engine, OptLevel};
@@ -18,6 +22,7 @@ pub fn new_engine() -> wasmtime::Result<Engine> {
     config
         .wasm_component_model(true)
         .epoch_interruption(true)
+        .wasm_backtrace_max_frames(None)
         .cranelift_opt_level(OptLevel::Speed)
         .parallel_compilation(true);
     let engine = Engine::new(&config)?;

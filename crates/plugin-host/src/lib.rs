@@ -226,6 +226,8 @@ impl PluginHost {
             instances: 1,
             on_error_admit: true,
             key_on: KeyOn::default(),
+            slow_call_us: 0,
+            quarantine_slow: false,
             config: toml::Table::new(),
         };
         let stats = Arc::new(PluginStats::named(&spec.name));

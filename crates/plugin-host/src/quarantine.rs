@@ -1,10 +1,12 @@
 //! Quarantine: a plugin that keeps faulting is taken out of the request path for a
 //! cool-down, then probed with one real call.
 //!
-//! After [`TRIP_AFTER`] calls in a row answered by the safe default because the plugin
-//! faulted (a trap, a timeout, a wait, memory, a busy instance, an invalid answer), calls
-//! skip the plugin for a cool-down of [`FIRST_COOLDOWN_MS`], doubling on each repeated
-//! trip up to [`MAX_COOLDOWN_MS`]. When it ends one call goes through as a probe: a good
+//! When [`TRIP_AFTER`] of the plugin's last [`WINDOW`] calls were answered by the safe
+//! default because it faulted (a trap, a timeout, a wait, memory, a busy instance, an
+//! invalid answer), calls skip the plugin for a cool-down of [`FIRST_COOLDOWN_MS`],
+//! doubling on each repeated trip up to [`MAX_COOLDOWN_MS`]. A window, not a run: a plugin
+//! whose own calls succeed while every other caller times out waiting for it is as broken
+//! as one that traps, and one that faults on 1% of calls is not. When it ends one call goes through as a probe: a good
 //! answer puts the plugin back in service (and resets the cool-down), a fault sends it
 //! back with the next cool-down. Skipped calls get the kind's safe default at once, so a
 //! broken plugin costs the request path a clock read, not a fault per call.
@@ -15,12 +17,17 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use axle_core::now_ns;
 
-/// Consecutive faulted calls that trip the quarantine.
+/// Faulted calls, among the last [`WINDOW`], that trip the quarantine.
 pub const TRIP_AFTER: u32 = 10;
+/// How many of the latest calls are looked at.
+pub const WINDOW: u32 = 20;
 /// The first cool-down, in ms.
 pub const FIRST_COOLDOWN_MS: u64 = 1_000;
 /// The longest cool-down, in ms.
 pub const MAX_COOLDOWN_MS: u64 = 60_000;
+
+/// The bits of [`WINDOW`] outcomes.
+const MASK: u32 = (1 << WINDOW) - 1;
 
 /// `until_ns` while the probe call is in flight.
 const PROBING: u64 = u64::MAX;
@@ -28,7 +35,8 @@ const PROBING: u64 = u64::MAX;
 /// One plugin's quarantine state.
 #[derive(Debug)]
 pub struct Quarantine {
-    consecutive: AtomicU32,
+    /// The latest [`WINDOW`] outcomes, newest in bit 0: 1 for a fault.
+    history: AtomicU32,
     /// 0: in service; [`PROBING`]: the probe is in flight; else skip calls until then
     /// (kernel clock).
     until_ns: AtomicU64,
@@ -40,7 +48,7 @@ pub struct Quarantine {
 impl Default for Quarantine {
     fn default() -> Self {
         Quarantine {
-            consecutive: AtomicU32::new(0),
+            history: AtomicU32::new(0),
             until_ns: AtomicU64::new(0),
             cooldown_ms: AtomicU64::new(FIRST_COOLDOWN_MS),
             trips: AtomicU64::new(0),
@@ -80,8 +88,12 @@ impl Quarantine {
 
     /// A call answered by the plugin. `true`: it was the probe, and the plugin is back.
     pub fn succeeded(&self) -> bool {
-        if self.consecutive.load(Relaxed) != 0 {
-            self.consecutive.store(0, Relaxed);
+        // In service with no fault in the window: nothing to record (the common case is
+        // one load).
+        if self.history.load(Relaxed) != 0 {
+            let _ = self
+                .history
+                .fetch_update(Relaxed, Relaxed, |h| Some((h << 1) & MASK));
         }
         if self.until_ns.load(Relaxed) == PROBING
             && self
@@ -98,7 +110,11 @@ impl Quarantine {
 
     /// A call the plugin faulted.
     pub fn faulted(&self) -> Tripped {
-        let n = self.consecutive.fetch_add(1, Relaxed).saturating_add(1);
+        let before = self
+            .history
+            .fetch_update(Relaxed, Relaxed, |h| Some(((h << 1) | 1) & MASK))
+            .unwrap_or(0);
+        let n = (((before << 1) | 1) & MASK).count_ones();
         let until = self.until_ns.load(Relaxed);
         let (from, cooldown) = if until == PROBING {
             let next = (self.cooldown_ms.load(Relaxed) * 2).min(MAX_COOLDOWN_MS);
@@ -117,6 +133,7 @@ impl Quarantine {
             return Tripped::No;
         }
         self.cooldown_ms.store(cooldown, Relaxed);
+        self.history.store(0, Relaxed);
         self.trips.fetch_add(1, Relaxed);
         Tripped::For(cooldown)
     }
@@ -127,14 +144,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn trips_after_consecutive_faults_probes_and_recovers() {
+    fn trips_on_faults_in_the_window_probes_and_recovers() {
         let q = Quarantine::default();
+        // One fault in a hundred calls never trips it.
+        for i in 0..1_000 {
+            if i % 100 == 0 {
+                assert_eq!(q.faulted(), Tripped::No);
+            } else {
+                q.succeeded();
+            }
+        }
+        // Faults interleaved with successes (the plugin answers its own calls while the
+        // others time out waiting) do.
         for _ in 0..TRIP_AFTER - 1 {
             assert_eq!(q.faulted(), Tripped::No);
-        }
-        q.succeeded();
-        for _ in 0..TRIP_AFTER - 1 {
-            assert_eq!(q.faulted(), Tripped::No, "a success resets the count");
+            q.succeeded();
         }
         assert_eq!(q.faulted(), Tripped::For(FIRST_COOLDOWN_MS));
         assert!(!q.admits(), "skipped during the cool-down");

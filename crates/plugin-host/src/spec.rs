@@ -72,6 +72,11 @@ pub struct PluginSpec {
     pub on_error_admit: bool,
     /// Limiters only: which consumer identities a key includes besides the method.
     pub key_on: KeyOn,
+    /// A call that answers but takes longer than this is slow: counted and logged
+    /// (0: not watched, and calls are not timed).
+    pub slow_call_us: u64,
+    /// Whether slow calls count toward quarantine like faults.
+    pub quarantine_slow: bool,
     /// `[plugins.<name>.config]`, handed to the plugin's `init`.
     pub config: toml::Table,
 }

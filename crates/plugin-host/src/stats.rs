@@ -52,6 +52,7 @@ pub struct PluginStats {
     memory: AtomicU64,
     blocked: AtomicU64,
     busy: AtomicU64,
+    slow: AtomicU64,
     skipped: AtomicU64,
     traps: AtomicU64,
     invalid: AtomicU64,
@@ -73,6 +74,8 @@ pub struct StatsSnapshot {
     pub blocked: u64,
     /// Calls that found no free instance within the plugin's timeout.
     pub busy: u64,
+    /// Calls answered, but slower than the plugin's `slow-call-us` (not faults).
+    pub slow: u64,
     /// Calls that trapped.
     pub traps: u64,
     /// Answers that broke the contract.
@@ -148,6 +151,24 @@ impl PluginStats {
         counter.fetch_add(1, Relaxed) + 1
     }
 
+    /// A call answered slower than the plugin's budget; with `quarantine`, it counts
+    /// toward quarantine like a fault. Returns how many slow calls there have been.
+    pub(crate) fn slow(&self, quarantine: bool) -> u64 {
+        if quarantine {
+            if let crate::quarantine::Tripped::For(ms) = self.quarantine.faulted() {
+                tracing::warn!(
+                    target: "plugin",
+                    plugin = %self.name,
+                    cooldown_ms = ms,
+                    "plugin quarantined for slow calls: calls get the safe default until a probe answers in time"
+                );
+            }
+        } else {
+            self.succeeded();
+        }
+        self.slow.fetch_add(1, Relaxed) + 1
+    }
+
     /// A call the plugin answered.
     pub(crate) fn succeeded(&self) {
         if self.quarantine.succeeded() {
@@ -171,6 +192,7 @@ impl PluginStats {
             memory: self.memory.load(Relaxed),
             blocked: self.blocked.load(Relaxed),
             busy: self.busy.load(Relaxed),
+            slow: self.slow.load(Relaxed),
             traps: self.traps.load(Relaxed),
             invalid: self.invalid.load(Relaxed),
             unavailable: self.unavailable.load(Relaxed),

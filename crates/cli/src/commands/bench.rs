@@ -220,3 +220,52 @@ pub fn swap(json: bool) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `axle bench hostile`.
+pub fn hostile(seconds: f64, json: bool) -> anyhow::Result<ExitCode> {
+    let host = axle::plugin::PluginHost::with_default_cache()?;
+    let duration = std::time::Duration::from_secs_f64(seconds.clamp(0.2, 60.0));
+    if !json {
+        eprintln!(
+            "{} cases of {seconds:.1} s each: the hostile selector in echo's path, {} callers",
+            axle_bench::hostile::CASES.len(),
+            axle_bench::hostile::CALLERS
+        );
+    }
+    let r = crate::runtime()?.block_on(axle_bench::hostile::run(&host, duration))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<28} {:>10} {:>6} {:>9} {:>9} {:>7} {:>12} {:>10} {:>6}",
+        "selector in echo's path",
+        "req/s",
+        "ratio",
+        "1st s",
+        "p99 µs",
+        "errors",
+        "other p99 µs",
+        "defaults",
+        "trips"
+    );
+    for row in &r.rows {
+        println!(
+            "{:<28} {:>10.0} {:>6.2} {:>9.2} {:>9.0} {:>7} {:>12.0} {:>10} {:>6}",
+            row.case,
+            row.req_per_s,
+            row.ratio,
+            row.first_second_ratio,
+            row.p99_us,
+            row.errors,
+            row.other_p99_us,
+            row.safe_defaults,
+            row.quarantine_trips
+        );
+    }
+    println!(
+        "targets: >= 0.50 of the baseline when every call faults (within the first second), \
+         >= 0.90 at 1%; the other path's p99 unchanged"
+    );
+    Ok(ExitCode::SUCCESS)
+}
