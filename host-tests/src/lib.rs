@@ -202,8 +202,19 @@ impl ServeProcess {
 
     /// The same, with a manifest file.
     pub fn start_with_manifest(manifest: Option<&Path>, args: &[&str]) -> ServeProcess {
+        ServeProcess::start_with_env(manifest, args, &[])
+    }
+
+    /// The same, with environment variables (`AXLE_LOG`, to quiet a provider whose
+    /// plugin is meant to fault).
+    pub fn start_with_env(
+        manifest: Option<&Path>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServeProcess {
         use std::io::BufRead;
         let mut cmd = std::process::Command::new(axle_bin());
+        cmd.envs(env.iter().copied());
         cmd.arg("serve");
         if !args.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);

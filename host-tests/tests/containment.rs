@@ -329,7 +329,12 @@ fn serve_with_hostile_limiter(behaviour: &str, every: i64) -> serde_json::Value 
         ),
     )
     .unwrap();
-    let server = ServeProcess::start_with_manifest(Some(&manifest), &["--admin", "127.0.0.1:0"]);
+    // Its faults are counted in its stats; its log would only flood the test output.
+    let server = ServeProcess::start_with_env(
+        Some(&manifest),
+        &["--admin", "127.0.0.1:0"],
+        &[("AXLE_LOG", "error")],
+    );
     let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
     let runtime = rt();
     let client = axle_host_tests::client_for(

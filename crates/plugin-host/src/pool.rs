@@ -101,6 +101,14 @@ impl<S> Pool<S> {
         }
     }
 
+    /// Runs `f` on a member without entering the plugin (reading what the kernel keeps
+    /// beside an instance, to answer with the safe default), waiting as long as a call
+    /// would; `None` if none came free.
+    pub fn peek<R>(&self, f: impl FnOnce(&mut S) -> R) -> Option<R> {
+        let shard = &self.shards[home_shard(self.shards.len())];
+        shard.try_lock_for(self.wait).map(|mut guard| f(&mut guard))
+    }
+
     /// The plugin's counters now.
     pub fn counters(&self) -> PluginCounters {
         PluginCounters {

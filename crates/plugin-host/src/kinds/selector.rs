@@ -204,41 +204,48 @@ impl SelectorPlugin {
         });
     }
 
-    /// Picks a member of set `id`; `None` if the set is unknown or empty, or the plugin
-    /// could not be asked (busy past its timeout, in quarantine: counted), and the caller
-    /// picks among its candidates itself.
+    /// Picks a member of set `id`: the plugin's answer, or the safe default (a uniform
+    /// random member) when it faults or is in quarantine. `None` if the set is unknown or
+    /// empty, or no instance came free within the plugin's timeout (counted as busy): the
+    /// caller then picks among its candidates itself.
     pub fn select(&self, id: u32, hash_key: u64) -> Option<Selection> {
-        self.pool
-            .with(|member| {
-                let set = member.sets.get(&id)?.clone();
-                if set.ids.is_empty() {
-                    return None;
+        let answer = self.pool.with(|member| {
+            let set = member.sets.get(&id)?.clone();
+            if set.ids.is_empty() {
+                return None;
+            }
+            let answer = match member.ensure() {
+                Ok(()) => member
+                    .inst
+                    .call("select", |b, s| b.call_select(s, wire_id(id), hash_key)),
+                Err(fault) => Err(fault),
+            };
+            match answer {
+                Ok(Some(endpoint)) if set.sorted.binary_search(&endpoint).is_ok() => {
+                    Some(Selection {
+                        endpoint,
+                        by_plugin: true,
+                    })
                 }
-                let answer = match member.ensure() {
-                    Ok(()) => member
-                        .inst
-                        .call("select", |b, s| b.call_select(s, wire_id(id), hash_key)),
-                    Err(fault) => Err(fault),
-                };
-                match answer {
-                    Ok(Some(endpoint)) if set.sorted.binary_search(&endpoint).is_ok() => {
-                        Some(Selection {
-                            endpoint,
-                            by_plugin: true,
-                        })
-                    }
-                    Ok(Some(endpoint)) => {
-                        member.inst.fault(
-                            "select",
-                            &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
-                        );
-                        Some(random_pick(&set.ids))
-                    }
-                    Ok(None) | Err(_) => Some(random_pick(&set.ids)),
+                Ok(Some(endpoint)) => {
+                    member.inst.fault(
+                        "select",
+                        &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
+                    );
+                    Some(random_pick(&set.ids))
                 }
-            })
-            .ok()
-            .flatten()
+                Ok(None) | Err(_) => Some(random_pick(&set.ids)),
+            }
+        });
+        match answer {
+            Ok(selection) => selection,
+            // In quarantine: the safe default from the set the kernel keeps.
+            Err(Fault::Quarantined) => self
+                .pool
+                .peek(|member| member.sets.get(&id).map(|set| random_pick(&set.ids)))
+                .flatten(),
+            Err(_) => None,
+        }
     }
 
     /// Records a finished call; delivered to the plugin in batches of
