@@ -271,41 +271,45 @@ fn a_plugin_growing_its_memory_hits_the_cap_and_is_replaced() {
     assert!(r.stats.replaced >= 1);
 }
 
+/// The `lang` fixture printing on every pick: every call answered, no fault, the lines
+/// in the log (a burst, then counted drops).
+fn prints_and_every_call_completes(lang: &str) {
+    let r = run_in(lang, "print", 1, 50);
+    assert_eq!((r.ok, r.failed), (1_600, 0));
+    assert_eq!(r.stats.faults(), 0, "printing is no fault");
+    assert!(r.stats.log_lines >= 10 && r.stats.log_lines + r.stats.log_dropped >= 1_600);
+}
+
+/// The `lang` fixture raising on every 50th pick: the exception is a trap, the instance
+/// replaced, every call answered by the plugin or the safe default.
+fn raises_and_every_call_completes(lang: &str) {
+    let r = run_in(lang, "raise", 1, 50);
+    assert_eq!((r.ok, r.failed), (1_600, 0), "the safe default answers");
+    assert!(
+        r.stats.traps >= 1 && r.stats.replaced >= 1,
+        "the exception is a trap"
+    );
+}
+
 #[test]
 fn a_python_plugin_that_prints_logs_and_every_call_completes() {
-    let r = run_in("python", "print", 1, 50);
-    assert_eq!((r.ok, r.failed), (1_600, 0));
-    assert_eq!(r.stats.faults(), 0, "print() is no fault");
-    assert!(r.stats.log_lines >= 10 && r.stats.log_lines + r.stats.log_dropped >= 1_600);
+    prints_and_every_call_completes("python");
 }
 
 #[test]
 fn a_js_plugin_that_logs_to_the_console_logs_and_every_call_completes() {
     // StarlingMonkey: the QuickJS backend has no `console` at all.
-    let r = run_in("js-starlingmonkey", "print", 1, 50);
-    assert_eq!((r.ok, r.failed), (1_600, 0));
-    assert_eq!(r.stats.faults(), 0, "console.log is no fault");
-    assert!(r.stats.log_lines >= 10 && r.stats.log_lines + r.stats.log_dropped >= 1_600);
+    prints_and_every_call_completes("js-starlingmonkey");
 }
 
 #[test]
 fn a_python_plugin_that_raises_is_replaced_and_calls_complete() {
-    let r = run_in("python", "raise", 1, 50);
-    assert_eq!((r.ok, r.failed), (1_600, 0), "the safe default answers");
-    assert!(
-        r.stats.traps >= 1 && r.stats.replaced >= 1,
-        "the exception is a trap"
-    );
+    raises_and_every_call_completes("python");
 }
 
 #[test]
 fn a_js_plugin_that_throws_is_replaced_and_calls_complete() {
-    let r = run_in("js", "raise", 1, 50);
-    assert_eq!((r.ok, r.failed), (1_600, 0), "the safe default answers");
-    assert!(
-        r.stats.traps >= 1 && r.stats.replaced >= 1,
-        "the exception is a trap"
-    );
+    raises_and_every_call_completes("js");
 }
 
 /// A real `axle serve` whose limiter is the hostile limiter doing `behaviour` on every

@@ -32,7 +32,7 @@ pub const LAYERS: &[(&str, u32, &str)] = &[
     ("axle-wire", 1, "frames and codec"),
     (
         "axle-governance",
-        1,
+        2,
         "policy tiers, breakers, budgets, guards",
     ),
     (

@@ -131,7 +131,7 @@ governance! {
     /// The whole call's budget, shared by every attempt (ms).
     timeout_ms: u64 = 1000, "timeout-ms", check |v| within(*v, 1, 3_600_000);
     /// The selector plugin (shunt strategy) for these calls; empty: the service's selector slot.
-    selector: String = String::new(), "selector", check |v| if v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') { Ok(()) } else { Err(format!("not a plugin name: {v:?}")) };
+    selector: String = String::new(), "selector", check |v| if v.is_empty() { Ok(()) } else { axle_core::validate::name("plugin name", v) };
     /// Extra attempts after the first (only for classes that are safe to retry).
     retries: u32 = 2, "retries", check |v| within(*v, 0, 10);
     /// Wait before the first retry (ms); doubles per retry, with jitter, never past the deadline.

@@ -11,16 +11,7 @@ use crate::KeyError;
 /// Validates one entry; the error names the key at fault.
 pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec, KeyError> {
     let key = |k: &str| format!("plugins.{name}.{k}");
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err((
-            format!("plugins.{name}"),
-            "plugin names use letters, digits, '-' and '_'".into(),
-        ));
-    }
+    axle_core::validate::name("plugin name", &name).map_err(|r| (format!("plugins.{name}"), r))?;
     let component = match p.component.strip_prefix("builtin:") {
         Some(b) => {
             if axle_builtins::component(b).is_none() {

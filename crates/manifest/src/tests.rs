@@ -59,7 +59,7 @@ fn errors_name_file_key_and_reason() {
         ("[slotz]\n", "slotz", "unknown field `slotz`"),
         ("[slots]\nrouters = [\"rr\"]\n[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\n", "slots.routers", "`rr` is a selector, this slot takes a router"),
         ("[services.kv.slots]\nlimiter = \"tb\"\n", "services.kv.slots.limiter", "no plugin named `tb`"),
-        ("[plugins.\"a b\"]\nkind = \"selector\"\ncomponent = \"a.wasm\"\n", "plugins.a b", "plugin names use"),
+        ("[plugins.\"a b\"]\nkind = \"selector\"\ncomponent = \"a.wasm\"\n", "plugins.a b", "may hold only ASCII letters"),
         ("x = \n", "line 1", "not valid TOML"),
         ("[governance]\nselector = \"nope\"\n", "governance.selector", "no plugin named `nope`"),
         ("[plugins.j]\nkind = \"serializer\"\ncomponent = \"a.wasm\"\n[services.kv.methods.get]\nselector = \"j\"\n", "services.kv.methods.get.selector", "not a selector"),
