@@ -5,12 +5,14 @@
 //! ```text
 //! closing          here                a stopping server answers `shutting_down`
 //! parse            here                service and method, or `bad_request`
+//! method entry     protect.rs          the method's counters and guard; names no handler
+//!                                      serves share one bounded `*` entry
 //! trust            protect.rs          internal-only methods refuse external requests
-//! unknown method   protect.rs (guard)  names no handler serves share one `*` guard
 //! limiter          limit.rs            the limiter plugin admits or rejects
 //! guard and fuse   governance          max-concurrent, error fuse
 //! deadline         dispatch.rs         a request whose budget is gone does not start
-//! handler          dispatch.rs         the handler, with what is left of the budget
+//! handler          dispatch.rs         the handler, with what is left of the budget (a
+//!                                      method no handler serves: `not_found`)
 //! ```
 //!
 //! Every method's requests and answers are counted on the way (`stats.rs`). The
