@@ -14,6 +14,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("axle-fixture-non-candidate", "selector"),
     ("axle-fixture-hostile", "selector"),
     ("axle-fixture-hostile-limiter", "limiter"),
+    ("axle-fixture-hostile-router", "router"),
 ];
 
 fn main() {

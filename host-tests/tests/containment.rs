@@ -416,3 +416,96 @@ fn a_provider_with_a_spinning_limiter_quarantines_it_and_serves() {
     assert!(limiter["trips"].as_u64().unwrap() >= 1, "{limiter}");
     assert!(limiter["skipped"].as_u64().unwrap() >= 800, "{limiter}");
 }
+
+/// The hostile router in `echo`'s routers, 32 callers whose every call carries a new
+/// `lane` tag (a request shape never seen, so the router is asked each time): every call
+/// answered, unfiltered when the router fails, and what it did counted.
+fn run_hostile_router(behaviour: &str) -> StatsSnapshot {
+    let providers: Vec<ServeProcess> = (0..3).map(|_| ServeProcess::start(&[])).collect();
+    let endpoints: Vec<EndpointSpec> = providers
+        .iter()
+        .map(|p| EndpointSpec::new(p.addr.clone()))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
+    let mut m = Manifest::embedded().expect("embedded manifest");
+    m.endpoints.clear();
+    let mut config = toml::Table::new();
+    config.insert("behaviour".into(), toml::Value::String(behaviour.into()));
+    m.plugins.insert(
+        "hostile-router".into(),
+        PluginSpec {
+            name: "hostile-router".into(),
+            kind: PluginKind::Router,
+            component: ComponentSource::File(built_component("axle_fixture_hostile_router")),
+            timeout_ms: 20,
+            memory_bytes: 64 << 20,
+            instances: 1,
+            on_error_admit: true,
+            key_on: Default::default(),
+            slow_call_us: 0,
+            quarantine_slow: false,
+            config,
+        },
+    );
+    m.services.entry("echo".into()).or_default().routers = Some(vec!["hostile-router".into()]);
+    let runtime = rt();
+    let client = Client::new(&host, ClientConfig::new(m).endpoints("echo", endpoints)).unwrap();
+    let (ok, failed) = runtime.block_on(async {
+        let tasks: Vec<_> = (0..CALLERS)
+            .map(|caller| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let mut counts = (0u64, 0u64);
+                    for i in 0..50 {
+                        let options = CallOptions::default().tag("lane", format!("{caller}-{i}"));
+                        let body = Bytes::from_static(&[7; 64]);
+                        match client.call_raw("echo", "x", body, &options).await {
+                            Ok(_) => counts.0 += 1,
+                            Err(_) => counts.1 += 1,
+                        }
+                    }
+                    counts
+                })
+            })
+            .collect();
+        let mut totals = (0, 0);
+        for t in tasks {
+            let (ok, failed) = t.await.expect("no calling task panicked");
+            totals.0 += ok;
+            totals.1 += failed;
+        }
+        totals
+    });
+    let stats = client
+        .plugin_stats()
+        .into_iter()
+        .find(|(name, _)| name == "hostile-router")
+        .map(|(_, s)| s)
+        .expect("the router's counters");
+    eprintln!("router {behaviour}: {ok} ok, {failed} failed; {stats:?}");
+    assert_eq!((ok, failed), (1_600, 0), "every call answered, unfiltered");
+    stats
+}
+
+#[test]
+fn a_router_answering_too_many_duplicate_or_stranger_endpoints_is_caught() {
+    for behaviour in ["huge", "duplicate", "stranger"] {
+        let s = run_hostile_router(behaviour);
+        assert!(
+            s.invalid >= 1,
+            "{behaviour}: invalid answers counted: {s:?}"
+        );
+        assert!(s.trips >= 1, "{behaviour}: quarantined: {s:?}");
+        assert_eq!(
+            s.replaced, 0,
+            "{behaviour}: a wrong answer kills no instance"
+        );
+    }
+}
+
+#[test]
+fn a_panicking_router_is_quarantined_and_calls_go_on_unfiltered() {
+    let s = run_hostile_router("panic");
+    assert!(s.traps >= 1 && s.trips >= 1, "{s:?}");
+}
