@@ -69,17 +69,14 @@ fn hostile_client(
     m.plugins.insert(
         "hostile".into(),
         PluginSpec {
-            name: "hostile".into(),
-            kind: PluginKind::Selector,
-            component: ComponentSource::File(fixture(lang)),
             timeout_ms: if lang == "rust" { 20 } else { 100 },
             memory_bytes: if lang == "rust" { 64 << 20 } else { 256 << 20 },
-            instances: 1,
-            on_error_admit: true,
-            key_on: Default::default(),
-            slow_call_us: 0,
-            quarantine_slow: false,
             config,
+            ..PluginSpec::new(
+                "hostile",
+                PluginKind::Selector,
+                ComponentSource::File(fixture(lang)),
+            )
         },
     );
     m.services.entry("echo".into()).or_default().selector = Some("hostile".into());
@@ -88,6 +85,61 @@ fn hostile_client(
         ClientConfig::new(m).endpoints("echo", endpoints.to_vec()),
     )
     .expect("client")
+}
+
+/// `calls` 64-byte echo calls from each of [`CALLERS`] tasks on `runtime`, the options
+/// of each from `options(caller, call)`: (answered, failed). Fails the test if any
+/// calling task panicked or an answer came back altered.
+fn drive(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    calls: u64,
+    what: &str,
+    options: fn(usize, u64) -> CallOptions,
+) -> (u64, u64) {
+    runtime.block_on(async {
+        let tasks: Vec<_> = (0..CALLERS)
+            .map(|caller| {
+                let client = client.clone();
+                let what = what.to_string();
+                tokio::spawn(async move {
+                    let (mut ok, mut failed) = (0u64, 0u64);
+                    for call in 0..calls {
+                        let body = Bytes::from_static(&[7; 64]);
+                        match client
+                            .call_raw("echo", "x", body, &options(caller, call))
+                            .await
+                        {
+                            Ok(reply) if reply.payload.len() == 64 => ok += 1,
+                            Ok(reply) => panic!("echo answered {} bytes", reply.payload.len()),
+                            Err(e) => {
+                                if failed < 3 {
+                                    eprintln!("{what}: call failed: {e}");
+                                }
+                                failed += 1;
+                            }
+                        }
+                    }
+                    (ok, failed)
+                })
+            })
+            .collect();
+        let mut totals = (0, 0);
+        for t in tasks {
+            match t.await {
+                Ok((ok, failed)) => {
+                    totals.0 += ok;
+                    totals.1 += failed;
+                }
+                Err(e) => panic!("{what}: a calling task did not finish: {e}"),
+            }
+        }
+        totals
+    })
+}
+
+fn plain(_caller: usize, _call: u64) -> CallOptions {
+    CallOptions::default()
 }
 
 /// What a run saw.
@@ -113,45 +165,7 @@ fn run_in(lang: &str, behaviour: &str, every: i64, calls: u64) -> Run {
     let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
     let runtime = rt();
     let client = hostile_client(&host, lang, behaviour, every, &endpoints);
-    let (ok, failed) = runtime.block_on(async {
-        let tasks: Vec<_> = (0..CALLERS)
-            .map(|_| {
-                let client = client.clone();
-                let behaviour = behaviour.to_string();
-                tokio::spawn(async move {
-                    let (mut ok, mut failed) = (0u64, 0u64);
-                    for _ in 0..calls {
-                        let body = Bytes::from_static(&[7; 64]);
-                        match client
-                            .call_raw("echo", "x", body, &CallOptions::default())
-                            .await
-                        {
-                            Ok(reply) if reply.payload.len() == 64 => ok += 1,
-                            Ok(reply) => panic!("echo answered {} bytes", reply.payload.len()),
-                            Err(e) => {
-                                if failed < 3 {
-                                    eprintln!("{behaviour}: call failed: {e}");
-                                }
-                                failed += 1;
-                            }
-                        }
-                    }
-                    (ok, failed)
-                })
-            })
-            .collect();
-        let mut totals = (0, 0);
-        for t in tasks {
-            match t.await {
-                Ok((ok, failed)) => {
-                    totals.0 += ok;
-                    totals.1 += failed;
-                }
-                Err(e) => panic!("{behaviour}: a calling task did not finish: {e}"),
-            }
-        }
-        totals
-    });
+    let (ok, failed) = drive(&runtime, &client, calls, behaviour, plain);
     let stats = client
         .plugin_stats()
         .into_iter()
@@ -240,17 +254,12 @@ fn a_plugin_whose_init_never_returns_fails_to_load_with_a_reason() {
     let mut config = toml::Table::new();
     config.insert("behaviour".into(), toml::Value::String("spin-init".into()));
     let spec = PluginSpec {
-        name: "hostile".into(),
-        kind: PluginKind::Selector,
-        component: ComponentSource::File(built_component("axle_fixture_hostile")),
-        timeout_ms: 20,
-        memory_bytes: 64 << 20,
-        instances: 1,
-        on_error_admit: true,
-        key_on: Default::default(),
-        slow_call_us: 0,
-        quarantine_slow: false,
         config,
+        ..PluginSpec::new(
+            "hostile",
+            PluginKind::Selector,
+            ComponentSource::File(built_component("axle_fixture_hostile")),
+        )
     };
     let err = host.load(&spec).err().expect("the load fails").to_string();
     assert!(
@@ -347,34 +356,7 @@ fn serve_with_hostile_limiter(behaviour: &str, every: i64) -> serde_json::Value 
         "round-robin",
         vec![EndpointSpec::new(server.addr.clone())],
     );
-    let (ok, failed) = runtime.block_on(async {
-        let tasks: Vec<_> = (0..CALLERS)
-            .map(|_| {
-                let client = client.clone();
-                tokio::spawn(async move {
-                    let mut counts = (0u64, 0u64);
-                    for _ in 0..50 {
-                        let body = Bytes::from_static(&[7; 64]);
-                        match client
-                            .call_raw("echo", "x", body, &CallOptions::default())
-                            .await
-                        {
-                            Ok(_) => counts.0 += 1,
-                            Err(_) => counts.1 += 1,
-                        }
-                    }
-                    counts
-                })
-            })
-            .collect();
-        let mut totals = (0, 0);
-        for t in tasks {
-            let (ok, failed) = t.await.expect("no calling task panicked");
-            totals.0 += ok;
-            totals.1 += failed;
-        }
-        totals
-    });
+    let (ok, failed) = drive(&runtime, &client, 50, behaviour, plain);
     let admin = server.admin.clone().expect("--admin prints its address");
     let out = Command::new(axle_host_tests::axle_bin())
         .args(["stats", "--admin", &admin, "--json"])
@@ -435,48 +417,21 @@ fn run_hostile_router(behaviour: &str) -> StatsSnapshot {
     m.plugins.insert(
         "hostile-router".into(),
         PluginSpec {
-            name: "hostile-router".into(),
-            kind: PluginKind::Router,
-            component: ComponentSource::File(built_component("axle_fixture_hostile_router")),
-            timeout_ms: 20,
-            memory_bytes: 64 << 20,
-            instances: 1,
-            on_error_admit: true,
-            key_on: Default::default(),
-            slow_call_us: 0,
-            quarantine_slow: false,
             config,
+            ..PluginSpec::new(
+                "hostile-router",
+                PluginKind::Router,
+                ComponentSource::File(built_component("axle_fixture_hostile_router")),
+            )
         },
     );
     m.services.entry("echo".into()).or_default().routers = Some(vec!["hostile-router".into()]);
     let runtime = rt();
     let client = Client::new(&host, ClientConfig::new(m).endpoints("echo", endpoints)).unwrap();
-    let (ok, failed) = runtime.block_on(async {
-        let tasks: Vec<_> = (0..CALLERS)
-            .map(|caller| {
-                let client = client.clone();
-                tokio::spawn(async move {
-                    let mut counts = (0u64, 0u64);
-                    for i in 0..50 {
-                        let options = CallOptions::default().tag("lane", format!("{caller}-{i}"));
-                        let body = Bytes::from_static(&[7; 64]);
-                        match client.call_raw("echo", "x", body, &options).await {
-                            Ok(_) => counts.0 += 1,
-                            Err(_) => counts.1 += 1,
-                        }
-                    }
-                    counts
-                })
-            })
-            .collect();
-        let mut totals = (0, 0);
-        for t in tasks {
-            let (ok, failed) = t.await.expect("no calling task panicked");
-            totals.0 += ok;
-            totals.1 += failed;
-        }
-        totals
-    });
+    // Every call a new request shape: the router is asked each time, not its memo.
+    let new_lane =
+        |caller: usize, call: u64| CallOptions::default().tag("lane", format!("{caller}-{call}"));
+    let (ok, failed) = drive(&runtime, &client, 50, behaviour, new_lane);
     let stats = client
         .plugin_stats()
         .into_iter()

@@ -134,17 +134,14 @@ fn client(
         m.plugins.insert(
             "hostile".into(),
             PluginSpec {
-                name: "hostile".into(),
-                kind: PluginKind::Selector,
-                component: ComponentSource::File(component.to_path_buf()),
-                timeout_ms: axle::plugin::defaults::CALL_TIMEOUT_MS,
-                memory_bytes: axle::plugin::defaults::MEMORY_MIB << 20,
-                instances: 1,
-                on_error_admit: true,
-                key_on: Default::default(),
                 slow_call_us: slow_us,
                 quarantine_slow: slow_us > 0,
                 config,
+                ..PluginSpec::new(
+                    "hostile",
+                    PluginKind::Selector,
+                    ComponentSource::File(component.to_path_buf()),
+                )
             },
         );
         m.services.entry("echo".into()).or_default().selector = Some("hostile".into());

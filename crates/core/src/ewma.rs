@@ -33,11 +33,6 @@ impl AtomicEwma {
     pub fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }
-
-    /// Forgets every sample.
-    pub fn reset(&self) {
-        self.0.store(0, Relaxed);
-    }
 }
 
 #[cfg(test)]
@@ -52,8 +47,8 @@ mod tests {
         assert_eq!(e.get(), 8_000);
         e.record(16_000);
         assert_eq!(e.get(), 8_000 - 1_000 + 2_000);
-        e.reset();
-        e.record(0);
-        assert_eq!(e.get(), 1, "a zero sample still marks that one arrived");
+        let fresh = AtomicEwma::default();
+        fresh.record(0);
+        assert_eq!(fresh.get(), 1, "a zero sample still marks that one arrived");
     }
 }

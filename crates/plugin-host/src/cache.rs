@@ -119,11 +119,6 @@ impl ArtifactCache {
         }
     }
 
-    /// The directory in use (`None`: compiling every time).
-    pub fn dir(&self) -> Option<&Path> {
-        self.dir.as_deref()
-    }
-
     /// The part of an entry's name that says which engine it is for.
     pub fn engine_key(&self) -> &str {
         &self.engine_key

@@ -26,7 +26,7 @@ mod spec;
 pub mod stats;
 mod wasi;
 
-pub use wasi::output::OutputBudget;
+use wasi::output::OutputBudget;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -217,19 +217,11 @@ impl PluginHost {
 
     /// The floor component of `axle bench plugins`, as a live instance.
     pub fn floor(&self) -> Result<Instance<FloorKind>, LoadError> {
-        let spec = PluginSpec {
-            name: "floor".into(),
-            kind: PluginKind::Selector,
-            component: ComponentSource::Builtin("floor".into()),
-            timeout_ms: defaults::CALL_TIMEOUT_MS,
-            memory_bytes: defaults::MEMORY_MIB << 20,
-            instances: 1,
-            on_error_admit: true,
-            key_on: KeyOn::default(),
-            slow_call_us: 0,
-            quarantine_slow: false,
-            config: toml::Table::new(),
-        };
+        let spec = PluginSpec::new(
+            "floor",
+            PluginKind::Selector,
+            ComponentSource::Builtin("floor".into()),
+        );
         let stats = Arc::new(PluginStats::named(&spec.name));
         let (mut instances, _) =
             self.instances_from::<FloorKind>(&spec, axle_builtins::floor().to_vec(), &stats)?;

@@ -81,6 +81,26 @@ pub struct PluginSpec {
     pub config: toml::Table,
 }
 
+impl PluginSpec {
+    /// A plugin with what a manifest entry naming only its kind and component gets: the
+    /// host's defaults and no config.
+    pub fn new(name: impl Into<String>, kind: PluginKind, component: ComponentSource) -> Self {
+        PluginSpec {
+            name: name.into(),
+            kind,
+            component,
+            timeout_ms: crate::defaults::CALL_TIMEOUT_MS,
+            memory_bytes: crate::defaults::MEMORY_MIB << 20,
+            instances: crate::defaults::instances(kind),
+            on_error_admit: crate::defaults::LIMITER_ON_ERROR_ADMITS,
+            key_on: KeyOn::default(),
+            slow_call_us: 0,
+            quarantine_slow: false,
+            config: toml::Table::new(),
+        }
+    }
+}
+
 /// Which consumer identities a limiter's keys include (`key-on` in its manifest entry).
 /// The method is always part of the key. The caller's IP is by default; its application
 /// name only when asked, since a caller can name itself anything.

@@ -21,7 +21,7 @@ pub async fn dispatch(
             format!("no method {}/{} here", ctx.service, ctx.method),
         );
     };
-    if ctx.scope.deadline.is_some_and(|d| d <= Instant::now()) {
+    if ctx.scope.expired() {
         return Frame::error(
             id,
             ErrorClass::DeadlineExceeded,
