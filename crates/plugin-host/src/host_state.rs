@@ -185,3 +185,115 @@ impl host::Host for HostState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The limits on real wasmtime instantiation: core modules declaring many memories,
+    //! many tables, or memories that each fit the budget but not together.
+
+    use super::*;
+    use wasmtime::{Instance, Module, Store};
+
+    /// Unsigned LEB128, the binary format's integer encoding.
+    fn leb(mut n: u32, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    /// A core module (binary format) declaring `memories` memories of `pages` 64 KiB
+    /// pages and `tables` funcref tables of `elements` elements.
+    fn module(memories: u32, pages: u32, tables: u32, elements: u32) -> Vec<u8> {
+        let mut wasm = b"\0asm\x01\0\0\0".to_vec();
+        let mut section = |id: u8, entries: u32, entry: &[u8]| {
+            if entries == 0 {
+                return;
+            }
+            let mut body = Vec::new();
+            leb(entries, &mut body);
+            for _ in 0..entries {
+                body.extend_from_slice(entry);
+            }
+            wasm.push(id);
+            leb(body.len() as u32, &mut wasm);
+            wasm.extend(body);
+        };
+        // Tables (section 4): funcref, limits with a minimum only.
+        let mut table = vec![0x70, 0x00];
+        leb(elements, &mut table);
+        section(4, tables, &table);
+        // Memories (section 5): limits with a minimum only.
+        let mut memory = vec![0x00];
+        leb(pages, &mut memory);
+        section(5, memories, &memory);
+        wasm
+    }
+
+    fn instantiate(wasm: &[u8], budget_mib: u64) -> Result<(), String> {
+        instantiate_all(&[wasm], budget_mib)
+    }
+
+    /// Instantiates each module in turn in one store (as a component's core instances
+    /// share their component instance's store).
+    fn instantiate_all(modules: &[&[u8]], budget_mib: u64) -> Result<(), String> {
+        let engine = crate::engine::new_engine().expect("engine");
+        let owner = Owner {
+            plugin: "many".into(),
+            kind: "selector",
+            stats: Arc::new(PluginStats::default()),
+        };
+        let state = HostState::new(owner, axle_facts::FactsTable::new(), budget_mib << 20);
+        let mut store = Store::new(&engine, state);
+        store.limiter(|s| s as &mut dyn ResourceLimiter);
+        for wasm in modules {
+            let module = Module::new(&engine, wasm).expect("a valid module");
+            Instance::new(&mut store, &module, &[]).map_err(|e| format!("{e:#}"))?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_few_memories_and_tables_within_the_budget_instantiate() {
+        instantiate(&module(4, 1, 4, 8), 64).expect("within every limit");
+    }
+
+    #[test]
+    fn more_memories_than_the_limit_are_refused() {
+        let err = instantiate(&module(MAX_MEMORIES as u32 + 1, 1, 0, 0), 64).unwrap_err();
+        assert!(err.contains("memor"), "{err}");
+    }
+
+    #[test]
+    fn more_tables_than_the_limit_are_refused() {
+        // One module may declare at most 100 (the validator's limit); two in one store
+        // declare more than the instance's limit between them.
+        let hundred = module(0, 0, 100, 1);
+        const { assert!(MAX_TABLES < 200) };
+        instantiate(&hundred, 64).expect("one module's worth");
+        let err = instantiate_all(&[&hundred, &hundred], 64).unwrap_err();
+        assert!(err.contains("table"), "{err}");
+    }
+
+    #[test]
+    fn memories_that_each_fit_share_one_budget() {
+        // Eight memories of 1 MiB each: each fits a 4 MiB budget, together they do not.
+        instantiate(&module(4, 16, 0, 0), 4).expect("four of them fit");
+        let err = instantiate(&module(8, 16, 0, 0), 4).unwrap_err();
+        assert!(err.contains("limit"), "{err}");
+    }
+
+    #[test]
+    fn table_elements_count_against_the_same_budget() {
+        // 960 KiB of memory beside a table of 1,000 elements (16 KB) fits 1 MiB; beside
+        // one of 10,000 elements (160 KB) it does not.
+        instantiate(&module(1, 15, 1, 1_000), 1).expect("fits");
+        let err = instantiate(&module(1, 15, 1, 10_000), 1).unwrap_err();
+        assert!(err.contains("table"), "{err}");
+    }
+}

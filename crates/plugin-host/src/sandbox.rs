@@ -8,7 +8,7 @@
 //!   `InstancePre`, re-runs `init` and lets the kind replay what it had pushed (tables,
 //!   sets, keys). Until then the caller gets the kind's safe default.
 
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::component::InstancePre;
@@ -125,6 +125,8 @@ pub struct Instance<K: Kind> {
     live: Option<Live<K>>,
     retry_at: Option<Instant>,
     coming: Option<Coming<K>>,
+    /// The instance a fault killed, until the job making its replacement frees it.
+    dead: Option<Live<K>>,
 }
 
 impl<K: Kind> Instance<K> {
@@ -135,6 +137,7 @@ impl<K: Kind> Instance<K> {
             live: Some(live),
             retry_at: None,
             coming: None,
+            dead: None,
         }
     }
 
@@ -162,29 +165,72 @@ impl<K: Kind> Instance<K> {
     /// answers `Replacing` (the caller gives the safe default). The replacement gets
     /// `replay` — the kind pushing the state the old one had (tables, sets, keys) — under
     /// the start-up deadline. `generation` names that state: a replacement made for an
-    /// older generation (the table changed meanwhile) is discarded and made again.
-    pub fn ensure(
-        &mut self,
-        generation: u64,
-        replay: impl FnOnce(&K::Bindings, &mut Store<HostState>) -> wasmtime::Result<()>
+    /// older generation (the table changed meanwhile) is discarded and made again. Once a
+    /// plugin has been replaced, a spare is kept ready, so its next death is replaced at
+    /// once, without a call answered by the safe default.
+    pub fn ensure<R>(&mut self, generation: u64, replay: R) -> Result<(), Fault>
+    where
+        R: FnOnce(&K::Bindings, &mut Store<HostState>) -> wasmtime::Result<()>
+            + Clone
             + Send
             + 'static,
-    ) -> Result<(), Fault> {
+    {
+        self.ensure_within(generation, Duration::ZERO, replay)
+    }
+
+    /// [`Instance::ensure`], but waiting up to `wait` for the replacement instead of
+    /// answering `Replacing` at once: for a kind whose safe default is an error (a
+    /// serializer's), a short wait on the rebuild thread fails fewer calls than the safe
+    /// default would. The wait is bounded like any wait on a plugin (its `timeout-ms`).
+    pub fn ensure_within<R>(
+        &mut self,
+        generation: u64,
+        wait: Duration,
+        replay: R,
+    ) -> Result<(), Fault>
+    where
+        R: FnOnce(&K::Bindings, &mut Store<HostState>) -> wasmtime::Result<()>
+            + Clone
+            + Send
+            + 'static,
+    {
         if self.live.is_some() {
             return Ok(());
         }
-        if let Some((made_for, rx)) = &self.coming {
-            match rx.try_recv() {
-                Ok(Ok(live)) if *made_for == generation => {
-                    self.coming = None;
+        // Twice at most: a spare made for a state that has moved on is discarded, and
+        // one for the current state made.
+        for _ in 0..2 {
+            if self.coming.is_none() {
+                if self.retry_at.is_some_and(|t| Instant::now() < t) {
+                    let fault = Fault::Unavailable("waiting to retry instantiation".into());
+                    self.fault("instantiate", &fault);
+                    return Err(fault);
+                }
+                self.coming = Some(self.make_replacement(generation, replay.clone()));
+            }
+            let Some((made_for, rx)) = &self.coming else {
+                break;
+            };
+            let made_for = *made_for;
+            let got = if wait.is_zero() {
+                rx.try_recv().map_err(|e| e == TryRecvError::Disconnected)
+            } else {
+                rx.recv_timeout(wait)
+                    .map_err(|e| e == RecvTimeoutError::Disconnected)
+            };
+            match got {
+                Ok(Ok(live)) if made_for == generation => {
                     self.live = Some(live);
                     self.retry_at = None;
                     self.prepared.stats.replaced();
                     tracing::info!(plugin = %self.prepared.name, "plugin instance replaced");
+                    // A plugin that faulted once keeps a spare from now on: its next
+                    // fault then costs the calls after it nothing.
+                    self.coming = Some(self.make_replacement(generation, replay));
                     return Ok(());
                 }
-                // Made for a state that has moved on: make another below.
-                Ok(Ok(_)) => self.coming = None,
+                // Made for a state that has moved on, or its thread went away: again.
+                Ok(Ok(_)) | Err(true) => self.coming = None,
                 Ok(Err(fault)) => {
                     self.coming = None;
                     self.retry_at = Some(Instant::now() + RETRY_INSTANTIATE_AFTER);
@@ -192,22 +238,28 @@ impl<K: Kind> Instance<K> {
                     self.fault("instantiate", &fault);
                     return Err(fault);
                 }
-                Err(TryRecvError::Empty) => {
-                    // Counted, not logged: the fault that killed the instance was.
-                    self.prepared.stats.fault(&Fault::Replacing);
-                    return Err(Fault::Replacing);
-                }
-                Err(TryRecvError::Disconnected) => self.coming = None,
+                // Not made yet. Counted, not logged: the fault that killed the instance was.
+                Err(false) => break,
             }
         }
-        if self.retry_at.is_some_and(|t| Instant::now() < t) {
-            let fault = Fault::Unavailable("waiting to retry instantiation".into());
-            self.fault("instantiate", &fault);
-            return Err(fault);
-        }
+        self.prepared.stats.fault(&Fault::Replacing);
+        Err(Fault::Replacing)
+    }
+
+    /// Starts making an instance for state `generation` on a rebuild thread, which also
+    /// frees the dead one, if any.
+    fn make_replacement(
+        &mut self,
+        generation: u64,
+        replay: impl FnOnce(&K::Bindings, &mut Store<HostState>) -> wasmtime::Result<()>
+            + Send
+            + 'static,
+    ) -> Coming<K> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let p = self.prepared.clone();
+        let dead = self.dead.take();
         crate::rebuild::spawn(move || {
+            drop(dead);
             // Replay runs under the start-up deadline: pushing a large table is start-up
             // work.
             let made = p.instantiate().and_then(|mut live| {
@@ -217,9 +269,7 @@ impl<K: Kind> Instance<K> {
             });
             let _ = tx.send(made);
         });
-        self.coming = Some((generation, rx));
-        self.prepared.stats.fault(&Fault::Replacing);
-        Err(Fault::Replacing)
+        (generation, rx)
     }
 
     /// Calls into the live instance (which [`Instance::ensure`] made sure of). A fault
@@ -264,7 +314,10 @@ impl<K: Kind> Instance<K> {
             }
             Err(e) => {
                 let fault = classify(e, &live.store, p.spec.timeout_ms);
-                self.live = None;
+                // Dropped off the request path, by the job that makes its replacement:
+                // freeing a store unmaps its memories, and the TLB shootdown that
+                // follows would be paid with the pool's lock held.
+                self.dead = self.live.take();
                 self.fault(what, &fault);
                 Err(fault)
             }

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 
 use super::Context;
 use axle_core::payload;
-use axle_plugin_host::kinds::serializer::SerializerPlugin;
+use axle_plugin_host::kinds::serializer::{SerializeError, SerializerPlugin};
 use axle_wire::ErrorClass;
 
 /// A request as a handler sees it.
@@ -88,9 +88,17 @@ where
                         serializers.keys().cloned().collect::<Vec<_>>().join(", ")
                     ))
                 })?;
-            let value = serializer
-                .decode(&request.payload)
-                .map_err(|e| Status::bad_request(format!("cannot decode the request: {e}")))?;
+            let value = serializer.decode(&request.payload).map_err(|e| match e {
+                SerializeError::Rejected(why) => {
+                    Status::bad_request(format!("cannot decode the request: {why}"))
+                }
+                // The plugin failed, not the request; the handler has not run, so the
+                // caller may fail over as from a busy provider.
+                SerializeError::Fault(fault) => Status {
+                    class: ErrorClass::Overloaded,
+                    message: format!("the provider's serializer failed: {fault}"),
+                },
+            })?;
             let req: Req = payload::from_value(&value)
                 .map_err(|e| Status::bad_request(format!("unexpected request shape: {e}")))?;
             let resp = f(req, request.ctx).await?;

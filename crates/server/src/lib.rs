@@ -164,6 +164,11 @@ impl ServerBuilder {
             any_method: self.any_method,
             limiter: arc_swap::ArcSwapOption::new(self.limiter),
             limiter_spec: std::sync::Mutex::new(self.limiter_spec),
+            serializers: {
+                let mut by_type: Vec<_> = self.serializers.into_values().collect();
+                by_type.sort_by(|a, b| a.content_type().cmp(b.content_type()));
+                by_type
+            },
             guards: stages::protect::Guards::new(self.manifest),
             closing: AtomicBool::new(false),
             last_refused_ns: std::sync::atomic::AtomicU64::new(0),
@@ -301,9 +306,17 @@ impl ServerObserver {
         self.0.view()
     }
 
-    /// The counters of the plugins in this server's path (its limiter).
+    /// The counters of the plugins in this server's path: its limiter and serializers.
     pub fn plugins(&self) -> Vec<axle_plugin_host::PluginCounters> {
-        self.0.limiter.load().iter().map(|l| l.counters()).collect()
+        let limiter = self
+            .0
+            .limiter
+            .load()
+            .iter()
+            .map(|l| l.counters())
+            .collect::<Vec<_>>();
+        let serializers = self.0.serializers.iter().map(|s| s.counters());
+        limiter.into_iter().chain(serializers).collect()
     }
 
     /// Where the server listens.
@@ -319,6 +332,8 @@ pub struct Pipeline {
     /// Swapped whole by hot-swap; a request uses the one it loaded.
     limiter: arc_swap::ArcSwapOption<LimiterPlugin>,
     limiter_spec: std::sync::Mutex<Option<(axle_manifest::PluginSpec, [u8; 32])>>,
+    /// The serializers typed handlers decode with (for their counters).
+    serializers: Vec<Arc<SerializerPlugin>>,
     /// Per-method governance: internal-only, concurrency guard, fuse.
     guards: stages::protect::Guards,
     /// Set when the server starts stopping (read per request: an atomic, not the watch).

@@ -1,6 +1,8 @@
 //! The serializer slot. Safe default: none — a failed encode or decode is an error to the
 //! caller (there is no safe guess at bytes).
 
+use std::time::Duration;
+
 use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
@@ -30,6 +32,9 @@ pub enum SerializeError {
 pub struct SerializerPlugin {
     pool: Pool<Instance<SerializerKind>>,
     content_type: String,
+    /// How long a call waits for a dead instance's replacement (the plugin's
+    /// `timeout-ms`): a serializer has no safe default but an error.
+    replacement_wait: Duration,
 }
 
 impl SerializerPlugin {
@@ -47,6 +52,7 @@ impl SerializerPlugin {
         }
         let owner = instances[0].pool_owner();
         Ok(SerializerPlugin {
+            replacement_wait: Duration::from_millis(owner.timeout_ms),
             pool: Pool::new(instances, owner),
             content_type,
         })
@@ -61,7 +67,7 @@ impl SerializerPlugin {
     pub fn encode(&self, value: &Value) -> Result<Vec<u8>, SerializeError> {
         let value = crate::convert::value_in(value);
         self.pool.with(|inst| {
-            inst.ensure(0, |_, _| Ok(()))?;
+            inst.ensure_within(0, self.replacement_wait, |_, _| Ok(()))?;
             inst.call("encode", |b, s| b.call_encode(s, &value))?
                 .map_err(SerializeError::Rejected)
         })?
@@ -70,7 +76,7 @@ impl SerializerPlugin {
     /// Bytes → value.
     pub fn decode(&self, bytes: &[u8]) -> Result<Value, SerializeError> {
         self.pool.with(|inst| {
-            inst.ensure(0, |_, _| Ok(()))?;
+            inst.ensure_within(0, self.replacement_wait, |_, _| Ok(()))?;
             inst.call("decode", |b, s| b.call_decode(s, bytes))?
                 .map(crate::convert::value_out)
                 .map_err(SerializeError::Rejected)
