@@ -15,6 +15,8 @@ const FIXTURES: &[(&str, &str)] = &[
     ("axle-fixture-hostile", "selector"),
     ("axle-fixture-hostile-limiter", "limiter"),
     ("axle-fixture-hostile-router", "router"),
+    ("axle-fixture-hostile-health", "health-scorer"),
+    ("axle-fixture-hostile-serializer", "serializer"),
 ];
 
 fn main() {

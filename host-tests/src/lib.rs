@@ -347,6 +347,58 @@ pub fn manifest_with_governance(dir: &Path, extra: &str) -> PathBuf {
     path
 }
 
+/// `calls` 64-byte raw `echo` calls from each of `callers` tasks on `runtime`, the options
+/// of each from `options(caller, call)`: (answered, failed). Fails the test if any
+/// calling task panicked or an answer came back altered.
+pub fn drive_echo(
+    runtime: &tokio::runtime::Runtime,
+    client: &axle::client::Client,
+    callers: usize,
+    calls: u64,
+    what: &str,
+    options: fn(usize, u64) -> axle::client::CallOptions,
+) -> (u64, u64) {
+    runtime.block_on(async {
+        let tasks: Vec<_> = (0..callers)
+            .map(|caller| {
+                let client = client.clone();
+                let what = what.to_string();
+                tokio::spawn(async move {
+                    let (mut ok, mut failed) = (0u64, 0u64);
+                    for call in 0..calls {
+                        let body = bytes::Bytes::from_static(&[7; 64]);
+                        match client
+                            .call_raw("echo", "x", body, &options(caller, call))
+                            .await
+                        {
+                            Ok(reply) if reply.payload.len() == 64 => ok += 1,
+                            Ok(reply) => panic!("echo answered {} bytes", reply.payload.len()),
+                            Err(e) => {
+                                if failed < 3 {
+                                    eprintln!("{what}: call failed: {e}");
+                                }
+                                failed += 1;
+                            }
+                        }
+                    }
+                    (ok, failed)
+                })
+            })
+            .collect();
+        let mut totals = (0, 0);
+        for t in tasks {
+            match t.await {
+                Ok((ok, failed)) => {
+                    totals.0 += ok;
+                    totals.1 += failed;
+                }
+                Err(e) => panic!("{what}: a calling task did not finish: {e}"),
+            }
+        }
+        totals
+    })
+}
+
 /// A two-worker tokio runtime for tests that drive a client.
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

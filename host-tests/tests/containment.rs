@@ -6,16 +6,15 @@
 use axle::client::{CallOptions, Client, ClientConfig};
 use axle::manifest::{ComponentSource, EndpointSpec, Manifest, PluginKind, PluginSpec};
 use axle::plugin::{PluginHost, StatsSnapshot};
-use axle_host_tests::{built_component, rt, ServeProcess};
-use bytes::Bytes;
+use axle_host_tests::{built_component, drive_echo, rt, ServeProcess};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
 const CALLERS: usize = 32;
 
-/// The hostile fixture in `lang` (`rust`: built by host-tests/build.rs; `python`, `js`
-/// (QuickJS), `js-starlingmonkey`: `fixtures/<python|js>/hostile`, built here once per
+/// The hostile fixture in `lang` (`rust`: built by host-tests/build.rs; `c`, `python`,
+/// `js` (QuickJS), `js-starlingmonkey`: `fixtures/<c|python|js>/hostile`, built here once per
 /// test binary with `xtask build-plugin`, whose toolchains `scripts/test` installs).
 fn fixture(lang: &str) -> PathBuf {
     static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
@@ -87,57 +86,6 @@ fn hostile_client(
     .expect("client")
 }
 
-/// `calls` 64-byte echo calls from each of [`CALLERS`] tasks on `runtime`, the options
-/// of each from `options(caller, call)`: (answered, failed). Fails the test if any
-/// calling task panicked or an answer came back altered.
-fn drive(
-    runtime: &tokio::runtime::Runtime,
-    client: &Client,
-    calls: u64,
-    what: &str,
-    options: fn(usize, u64) -> CallOptions,
-) -> (u64, u64) {
-    runtime.block_on(async {
-        let tasks: Vec<_> = (0..CALLERS)
-            .map(|caller| {
-                let client = client.clone();
-                let what = what.to_string();
-                tokio::spawn(async move {
-                    let (mut ok, mut failed) = (0u64, 0u64);
-                    for call in 0..calls {
-                        let body = Bytes::from_static(&[7; 64]);
-                        match client
-                            .call_raw("echo", "x", body, &options(caller, call))
-                            .await
-                        {
-                            Ok(reply) if reply.payload.len() == 64 => ok += 1,
-                            Ok(reply) => panic!("echo answered {} bytes", reply.payload.len()),
-                            Err(e) => {
-                                if failed < 3 {
-                                    eprintln!("{what}: call failed: {e}");
-                                }
-                                failed += 1;
-                            }
-                        }
-                    }
-                    (ok, failed)
-                })
-            })
-            .collect();
-        let mut totals = (0, 0);
-        for t in tasks {
-            match t.await {
-                Ok((ok, failed)) => {
-                    totals.0 += ok;
-                    totals.1 += failed;
-                }
-                Err(e) => panic!("{what}: a calling task did not finish: {e}"),
-            }
-        }
-        totals
-    })
-}
-
 fn plain(_caller: usize, _call: u64) -> CallOptions {
     CallOptions::default()
 }
@@ -165,7 +113,7 @@ fn run_in(lang: &str, behaviour: &str, every: i64, calls: u64) -> Run {
     let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
     let runtime = rt();
     let client = hostile_client(&host, lang, behaviour, every, &endpoints);
-    let (ok, failed) = drive(&runtime, &client, calls, behaviour, plain);
+    let (ok, failed) = drive_echo(&runtime, &client, CALLERS, calls, behaviour, plain);
     let stats = client
         .plugin_stats()
         .into_iter()
@@ -312,6 +260,16 @@ fn a_js_plugin_that_logs_to_the_console_logs_and_every_call_completes() {
 }
 
 #[test]
+fn a_c_plugin_that_prints_logs_and_every_call_completes() {
+    prints_and_every_call_completes("c");
+}
+
+#[test]
+fn a_c_plugin_that_aborts_is_replaced_and_calls_complete() {
+    raises_and_every_call_completes("c");
+}
+
+#[test]
 fn a_python_plugin_that_raises_is_replaced_and_calls_complete() {
     raises_and_every_call_completes("python");
 }
@@ -356,7 +314,7 @@ fn serve_with_hostile_limiter(behaviour: &str, every: i64) -> serde_json::Value 
         "round-robin",
         vec![EndpointSpec::new(server.addr.clone())],
     );
-    let (ok, failed) = drive(&runtime, &client, 50, behaviour, plain);
+    let (ok, failed) = drive_echo(&runtime, &client, CALLERS, 50, behaviour, plain);
     let admin = server.admin.clone().expect("--admin prints its address");
     let out = Command::new(axle_host_tests::axle_bin())
         .args(["stats", "--admin", &admin, "--json"])
@@ -431,7 +389,7 @@ fn run_hostile_router(behaviour: &str) -> StatsSnapshot {
     // Every call a new request shape: the router is asked each time, not its memo.
     let new_lane =
         |caller: usize, call: u64| CallOptions::default().tag("lane", format!("{caller}-{call}"));
-    let (ok, failed) = drive(&runtime, &client, 50, behaviour, new_lane);
+    let (ok, failed) = drive_echo(&runtime, &client, CALLERS, 50, behaviour, new_lane);
     let stats = client
         .plugin_stats()
         .into_iter()

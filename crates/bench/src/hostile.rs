@@ -64,8 +64,12 @@ pub struct Report {
     pub rows: Vec<Row>,
 }
 
-/// Runs every case for `duration`.
-pub async fn run(host: &PluginHost, duration: Duration) -> anyhow::Result<Report> {
+/// Runs every case (or the baseline and those whose name contains `only`) for `duration`.
+pub async fn run(
+    host: &PluginHost,
+    duration: Duration,
+    only: Option<&str>,
+) -> anyhow::Result<Report> {
     let dir = tempfile::tempdir()?;
     let component = dir.path().join("hostile.wasm");
     std::fs::write(&component, HOSTILE_SELECTOR)?;
@@ -78,6 +82,10 @@ pub async fn run(host: &PluginHost, duration: Duration) -> anyhow::Result<Report
     }
     let mut rows: Vec<Row> = Vec::new();
     for (case, behaviour, every, slow_us) in CASES {
+        let wanted = behaviour.is_empty() || only.is_none_or(|o| case.contains(o));
+        if !wanted {
+            continue;
+        }
         let client = client(host, &component, behaviour, *every, *slow_us, &endpoints)?;
         let (mut row, first_rate) = load(&client, case, duration).await;
         let base = rows.first().map_or(row.req_per_s, |b| b.req_per_s).max(1.0);

@@ -103,6 +103,9 @@ enum BenchCommand {
         /// Seconds per case.
         #[arg(long, default_value_t = 2.0)]
         seconds: f64,
+        /// Only the cases whose name contains this text (the baseline always runs).
+        #[arg(long)]
+        only: Option<String>,
     },
     /// How long a hot-swap takes: in the kernel, and from a saved manifest to serving.
     Swap {
@@ -164,9 +167,11 @@ fn main() -> ExitCode {
             systems,
         }) => commands::bench::rpc(manifest.as_deref(), json, seconds, &systems),
         Command::Bench(BenchCommand::Swap { json }) => commands::bench::swap(json),
-        Command::Bench(BenchCommand::Hostile { json, seconds }) => {
-            commands::bench::hostile(seconds, json)
-        }
+        Command::Bench(BenchCommand::Hostile {
+            json,
+            seconds,
+            only,
+        }) => commands::bench::hostile(seconds, json, only.as_deref()),
         Command::Bench(BenchCommand::Plugins {
             json,
             languages: true,

@@ -222,7 +222,7 @@ pub fn swap(json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// `axle bench hostile`.
-pub fn hostile(seconds: f64, json: bool) -> anyhow::Result<ExitCode> {
+pub fn hostile(seconds: f64, json: bool, only: Option<&str>) -> anyhow::Result<ExitCode> {
     let host = axle::plugin::PluginHost::with_default_cache()?;
     let duration = std::time::Duration::from_secs_f64(seconds.clamp(0.2, 60.0));
     if !json {
@@ -232,7 +232,7 @@ pub fn hostile(seconds: f64, json: bool) -> anyhow::Result<ExitCode> {
             axle_bench::hostile::CALLERS
         );
     }
-    let r = crate::runtime()?.block_on(axle_bench::hostile::run(&host, duration))?;
+    let r = crate::runtime()?.block_on(axle_bench::hostile::run(&host, duration, only))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(ExitCode::SUCCESS);
