@@ -368,7 +368,11 @@ fn the_provider_fuse_and_internal_only_methods() {
         "internal-only = true\nidempotent = false     #",
     );
     std::fs::write(&manifest, &text).unwrap();
-    let server = ServeProcess::start_with_manifest(Some(&manifest), &["--flaky-fail-rate", "1"]);
+    // Loopback callers are internal here: `--trust` (nobody is, by default).
+    let server = ServeProcess::start_with_manifest(
+        Some(&manifest),
+        &["--flaky-fail-rate", "1", "--trust", "127.0.0.1"],
+    );
     let t = TestHost::new();
     let client = governed_client(
         &t.host,

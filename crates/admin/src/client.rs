@@ -24,7 +24,7 @@ pub async fn request(
         addr: addr.to_string(),
         source,
     };
-    let conn = Connection::connect(addr, Limits::default(), Keepalive::default())
+    let conn = Connection::connect(addr, Limits::default(), Keepalive::default(), None)
         .await
         .map_err(transport)?;
     let payload = serde_json::to_vec(body).map_err(|e| AdminError::Json(e.to_string()))?;

@@ -1,8 +1,15 @@
 //! What a client knows: its endpoints (ids, links, facts, health), its services (slot
-//! plugins, members, the rotation selection may use, memoised routes), and the plugins
-//! those use. Built from the manifest; endpoints change at runtime (`set_endpoints`, and
-//! health verdicts), and every change is published to the plugins as a new versioned
-//! endpoint table holding the endpoints in rotation, with their effective weights.
+//! plugins, members, the rotation selection may use, method policies with their memoised
+//! routes), and the plugins those use. Built from the manifest; endpoints change at
+//! runtime (`set_endpoints`, and health verdicts), and every change is published to the
+//! plugins as a new versioned endpoint table holding the endpoints in rotation, with their
+//! effective weights.
+//!
+//! Method policies are keyed by declared methods only: a method the manifest names
+//! (`[services.S.methods.M]`) has its own policy, breaker and route memo, resolved when the
+//! client is built or swapped; every other name of the service shares one (`*`, the
+//! service tier). Callers choose method names, so a stream of new ones costs no lookup
+//! beyond a hash miss, no allocation and no memory.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -13,7 +20,7 @@ use arc_swap::ArcSwap;
 use crate::health::rotation::{self, Cap};
 use crate::health::{EndpointHealth, HealthChange, HealthEvent};
 use axle_facts::{EndpointCell, FactsTable};
-use axle_governance::breaker::{Breaker, BreakerConfig};
+use axle_governance::breaker::{Breaker, BreakerConfig, BreakerState};
 use axle_governance::budget::RetryBudget;
 use axle_governance::Governance;
 use axle_manifest::{EndpointSpec, Manifest};
@@ -23,6 +30,7 @@ use axle_spi as spi;
 
 use super::loadout::{Loadout, ServiceSlots};
 use axle_transport::endpoint::EndpointLink;
+use axle_transport::tls::ClientTls;
 use axle_transport::Keepalive;
 use axle_wire::Limits;
 
@@ -107,79 +115,137 @@ impl Rotation {
     }
 }
 
-/// One method's effective governance, its breaker, and its selector (the service's slot,
-/// or the one its governance names).
+/// The name of the policy every method the manifest does not declare shares.
+pub const UNDECLARED: &str = "*";
+
+/// One policy's effective governance, its breaker, its selector (the service's slot, or
+/// the one its governance names) and its memoised routes.
 pub struct MethodPolicy {
+    /// The method it is kept for, or [`UNDECLARED`]: what its breaker is named after and
+    /// what routers are asked about (a router sees `*` for an undeclared method, whose
+    /// answer every such name shares).
+    pub method: Arc<str>,
     pub governance: Governance,
     /// Kept across swaps while its thresholds stay the same.
     pub breaker: Arc<Breaker>,
     pub selector: Arc<SelectorPlugin>,
+    /// Router answers per request shape (read without allocating or locking; written
+    /// copy-on-write when a new shape appears, bounded; see `stages::route`). New with
+    /// every policy, so never older than its selector.
+    pub memo: ArcSwap<Vec<RouteMemo>>,
 }
 
-impl ServiceState {
-    /// The policy of `method`, resolved from the manifest's tiers on first use.
-    pub fn policy(&self, method: &str) -> Arc<MethodPolicy> {
-        if let Some(p) = self.policies.load().get(method) {
-            return p.clone();
-        }
-        let _creating = self.creating.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = self.policies.load().get(method) {
-            return p.clone();
-        }
-        let p = self.resolve(&self.slots.load(), method, None);
-        let mut next = rustc_hash::FxHashMap::clone(&self.policies.load());
-        next.insert(method.to_string(), p.clone());
-        self.policies.store(Arc::new(next));
-        p
+/// One service's policies: one per declared method, one shared by every other name.
+/// Resolved whole when the client is built and on every swap; never grows with calls.
+pub struct Policies {
+    declared: rustc_hash::FxHashMap<String, Arc<MethodPolicy>>,
+    undeclared: Arc<MethodPolicy>,
+}
+
+impl Policies {
+    /// The policy of `method`: its own if the manifest declares it, else the shared one.
+    pub fn of(&self, method: &str) -> &Arc<MethodPolicy> {
+        self.declared.get(method).unwrap_or(&self.undeclared)
     }
 
-    fn resolve(
-        &self,
-        slots: &ServiceSlots,
+    /// Every policy, the shared one last.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<MethodPolicy>> {
+        self.declared.values().chain([&self.undeclared])
+    }
+
+    /// The policies of `service` from `slots` (and its manifest); `previous`: the ones
+    /// they replace, whose breakers are kept where the thresholds did not change.
+    fn resolve(service: &str, slots: &ServiceSlots, previous: Option<&Policies>) -> Policies {
+        let manifest = &slots.manifest;
+        let declared = manifest
+            .method_governance
+            .keys()
+            .filter(|(s, _)| s == service)
+            .map(|(_, method)| {
+                let old = previous.and_then(|p| p.declared.get(method));
+                let g = manifest.governance(service, method);
+                let policy = MethodPolicy::new(service, method, g, slots, old.map(|p| &**p));
+                (method.clone(), Arc::new(policy))
+            })
+            .collect();
+        let g = service_tier(manifest, service);
+        let old = previous.map(|p| &*p.undeclared);
+        let undeclared = Arc::new(MethodPolicy::new(service, UNDECLARED, g, slots, old));
+        Policies {
+            declared,
+            undeclared,
+        }
+    }
+}
+
+impl MethodPolicy {
+    fn new(
+        service: &str,
         method: &str,
+        governance: Governance,
+        slots: &ServiceSlots,
         previous: Option<&MethodPolicy>,
-    ) -> Arc<MethodPolicy> {
-        let governance = slots.manifest.governance(&self.name, method);
+    ) -> Self {
         let config = BreakerConfig::from(&governance);
         let breaker = match previous {
             Some(p) if BreakerConfig::from(&p.governance) == config => p.breaker.clone(),
-            _ => Arc::new(Breaker::new(format!("{}/{method}", self.name), config)),
+            _ => Arc::new(Breaker::new(format!("{service}/{method}"), config)),
         };
         let selector = slots
             .selectors
             .get(&governance.selector)
             .cloned()
             .unwrap_or_else(|| slots.selector.clone());
-        Arc::new(MethodPolicy {
+        MethodPolicy {
+            method: method.into(),
             governance,
             breaker,
             selector,
-        })
+            memo: ArcSwap::from_pointee(Vec::new()),
+        }
+    }
+}
+
+/// The global and service tiers of `service`: what an undeclared method gets (a method
+/// tier never applies to it, whatever the caller named it).
+fn service_tier(manifest: &Manifest, service: &str) -> Governance {
+    let mut tiers = vec![(axle_governance::Tier::Global, &manifest.governance)];
+    if let Some(layer) = manifest.service_governance.get(service) {
+        tiers.push((axle_governance::Tier::Service, layer));
+    }
+    axle_governance::resolve(&tiers).0
+}
+
+impl ServiceState {
+    /// The policy of `method` (a hash lookup; nothing is created).
+    pub fn policy(&self, method: &str) -> Arc<MethodPolicy> {
+        self.policies.load().of(method).clone()
     }
 
-    /// Takes new slots: every known method's policy is resolved again at once (so no
-    /// call after the swap uses the old selector), keeping breakers whose thresholds
-    /// did not change.
+    /// Takes new slots: every policy is resolved again at once (so no call after the
+    /// swap uses the old selector), keeping breakers whose thresholds did not change.
+    /// Swaps are serialised by the caller (`ClientState::swap`).
     fn swap_slots(&self, slots: Arc<ServiceSlots>) {
-        let _creating = self.creating.lock().unwrap_or_else(|e| e.into_inner());
-        let next = self
-            .policies
-            .load()
-            .iter()
-            .map(|(method, old)| (method.clone(), self.resolve(&slots, method, Some(old))))
-            .collect();
+        let next = Policies::resolve(&self.name, &slots, Some(&self.policies.load()));
         self.slots.store(slots);
         self.policies.store(Arc::new(next));
+    }
+
+    /// Forgets every memoised route (the rotation changed).
+    fn forget_routes(&self) {
+        for p in self.policies.load().all() {
+            p.memo.store(Arc::new(Vec::new()));
+        }
     }
 }
 
 /// One service as the client holds it.
 pub struct ServiceState {
     pub name: String,
-    /// Per method: effective governance, breaker and selector. Read on every call without
-    /// a lock; written (copy-on-write, under `creating`) once per method, and on a swap.
-    pub policies: ArcSwap<rustc_hash::FxHashMap<String, Arc<MethodPolicy>>>,
-    pub creating: Mutex<()>,
+    /// Per declared method, and one for every other name: effective governance,
+    /// breaker, selector, memoised routes. Read on every call without a lock; replaced
+    /// whole on a swap only.
+    pub policies: ArcSwap<Policies>,
     /// Retries of all this service's calls share one budget.
     pub budget: RetryBudget,
     /// The plugins in this service's slots (replaced whole by a swap).
@@ -190,9 +256,6 @@ pub struct ServiceState {
     pub rotation: ArcSwap<Rotation>,
     /// The ejection cap (from the service tier).
     pub cap: Cap,
-    /// Router answers per method, then per request shape (looked up without allocating or
-    /// locking; written copy-on-write when a new shape appears).
-    pub memo: ArcSwap<rustc_hash::FxHashMap<String, Arc<Vec<RouteMemo>>>>,
     pub consumer_app: Option<String>,
 }
 
@@ -228,11 +291,27 @@ pub struct EndpointView {
     pub last_call_s_ago: Option<f64>,
 }
 
-/// One service's endpoints, for people.
+/// One service's endpoints and method policies, for people.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ServiceView {
     pub service: String,
     pub endpoints: Vec<EndpointView>,
+    /// The policies the client keeps: one per method the manifest declares, then `*`,
+    /// which every other name shares (so their number never grows with calls).
+    #[serde(default)]
+    pub policies: Vec<PolicyView>,
+}
+
+/// One method policy, for people.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct PolicyView {
+    /// The declared method, or `*`.
+    pub method: String,
+    /// closed, open or half-open.
+    pub breaker: String,
+    pub breaker_opened: u64,
+    /// Request shapes whose route is memoised now.
+    pub route_shapes: usize,
 }
 
 /// The table last published to the plugins.
@@ -253,6 +332,8 @@ pub struct ClientState {
     facts: Arc<FactsTable>,
     limits: Limits,
     keepalive: Keepalive,
+    /// `[tls]`'s caller side: every endpoint is dialled over TLS with it.
+    tls: Option<ClientTls>,
     endpoint_breakers: BreakerConfig,
     /// Serialises membership changes and publications.
     published: Mutex<Published>,
@@ -273,15 +354,15 @@ impl ClientState {
 
         let mut services = rustc_hash::FxHashMap::default();
         for service in &names {
-            let g = manifest.governance(service, "");
+            let g = service_tier(&manifest, service);
+            let slots = loadout.services[service].clone();
             services.insert(
                 service.clone(),
                 Arc::new(ServiceState {
                     name: service.clone(),
-                    policies: ArcSwap::from_pointee(rustc_hash::FxHashMap::default()),
-                    creating: Mutex::new(()),
+                    policies: ArcSwap::from_pointee(Policies::resolve(service, &slots, None)),
                     budget: RetryBudget::new(g.retry_budget_ratio, g.retry_budget_min_per_s),
-                    slots: ArcSwap::new(loadout.services[service].clone()),
+                    slots: ArcSwap::new(slots),
                     members: ArcSwap::from_pointee(Vec::new()),
                     rotation: ArcSwap::from_pointee(Rotation {
                         generation: 0,
@@ -292,7 +373,6 @@ impl ClientState {
                         max_ejection_percent: g.max_ejection_percent,
                         min_hosts: g.min_hosts,
                     },
-                    memo: ArcSwap::from_pointee(rustc_hash::FxHashMap::default()),
                     consumer_app: config.consumer_app.clone(),
                 }),
             );
@@ -305,6 +385,10 @@ impl ClientState {
             facts: host.facts().clone(),
             limits: config.limits,
             keepalive: config.keepalive,
+            tls: match &manifest.tls.client {
+                Some(files) => Some(ClientTls::load(files)?),
+                None => None,
+            },
             endpoint_breakers: BreakerConfig::from(&global),
             published: Mutex::new(Published::default()),
             generation: std::sync::atomic::AtomicU64::new(0),
@@ -383,7 +467,8 @@ impl ClientState {
                 None => {
                     endpoints[slot] = Some(Arc::new(Endpoint {
                         id,
-                        link: EndpointLink::new(spec.address.clone(), self.limits, self.keepalive),
+                        link: EndpointLink::new(spec.address.clone(), self.limits, self.keepalive)
+                            .with_tls(self.tls.clone()),
                         breaker: Breaker::new(spec.address.clone(), self.endpoint_breakers),
                         spec: ArcSwap::from_pointee(spec),
                         cell,
@@ -494,7 +579,7 @@ impl ClientState {
                 members: admitted.into(),
                 sets,
             }));
-            svc.memo.store(Arc::new(rustc_hash::FxHashMap::default()));
+            svc.forget_routes();
         }
     }
 
@@ -566,9 +651,28 @@ impl ClientState {
                         }
                     })
                     .collect();
+                let mut policies: Vec<PolicyView> = svc
+                    .policies
+                    .load()
+                    .all()
+                    .map(|p| PolicyView {
+                        method: p.method.to_string(),
+                        breaker: match p.breaker.state() {
+                            BreakerState::Closed => "closed",
+                            BreakerState::Open => "open",
+                            BreakerState::HalfOpen => "half-open",
+                        }
+                        .to_string(),
+                        breaker_opened: p.breaker.times_opened(),
+                        route_shapes: p.memo.load().len(),
+                    })
+                    .collect();
+                // Declared methods by name, `*` last.
+                policies.sort_by_key(|p| (p.method == UNDECLARED, p.method.clone()));
                 ServiceView {
                     service: name.clone(),
                     endpoints,
+                    policies,
                 }
             })
             .collect()

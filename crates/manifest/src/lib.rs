@@ -12,6 +12,7 @@ mod endpoints;
 mod plugins;
 mod raw;
 mod serve;
+mod security;
 mod slots;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use std::time::Duration;
 pub use axle_core::EndpointSpec;
 pub use axle_plugin_host::{ComponentSource, PluginKind, PluginSpec};
 pub use endpoints::parse_endpoints;
+pub use security::{parse_network, TlsSpec, TrustSpec};
 pub use serve::{FlakyConfig, ServeSpec};
 pub use slots::Slots;
 
@@ -64,6 +66,10 @@ pub struct Manifest {
     pub method_governance: BTreeMap<(String, String), axle_governance::TierSettings>,
     /// `[discovery]` and `[services.<s>.discovery]`: registry, namespace, groups, timings.
     pub discovery: axle_discovery::DiscoveryConfig,
+    /// `[tls]`: TLS for the provider and the caller (plain TCP when absent).
+    pub tls: TlsSpec,
+    /// `[trust]`: which peers are inside the trust boundary (nobody by default).
+    pub trust: TrustSpec,
 }
 
 /// The text as TOML, then as the manifest's tables (errors name the line or the key).
@@ -116,7 +122,10 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
         .iter()
         .filter_map(|(name, s)| s.discovery.clone().map(|d| (name.clone(), d)))
         .collect();
-    let discovery = axle_discovery::DiscoveryConfig::from_raw(raw.discovery, &service_discovery)?;
+    let discovery =
+        axle_discovery::DiscoveryConfig::from_raw(raw.discovery, &service_discovery, base)?;
+    let tls = security::tls(raw.tls, base)?;
+    let trust = security::trust(raw.trust)?;
     let mut plugins = BTreeMap::new();
     for (name, p) in raw.plugins {
         plugins.insert(name.clone(), plugins::spec(name, p, base)?);
@@ -161,6 +170,8 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
         service_governance,
         method_governance,
         discovery,
+        tls,
+        trust,
     })
 }
 
@@ -217,6 +228,7 @@ impl Manifest {
             lease_ttl: Duration::from_secs(self.discovery.lease_ttl_s),
             resync: Duration::from_millis(self.discovery.resync_ms),
             file_poll: Duration::from_millis(self.discovery.file_poll_ms),
+            etcd: self.discovery.etcd.clone(),
         }
     }
 

@@ -22,6 +22,10 @@ pub(crate) struct RawManifest {
     pub(crate) services: BTreeMap<String, RawService>,
     #[serde(default)]
     pub(crate) discovery: axle_discovery::config::RawDiscovery,
+    #[serde(default)]
+    pub(crate) tls: crate::security::RawTls,
+    #[serde(default)]
+    pub(crate) trust: crate::security::RawTrust,
 }
 
 #[derive(Deserialize, Default)]

@@ -10,6 +10,9 @@ pub struct Context {
     pub service: String,
     pub method: String,
     pub peer: SocketAddr,
+    /// The caller's verified identity: the first DNS name of the client certificate it
+    /// presented over mTLS (`None` over plain TCP or without client authentication).
+    pub peer_identity: Option<String>,
     /// What calls made on this request's behalf inherit: deadline (a call made from
     /// inside the handler should not outlive it), tags, calling application, trust.
     /// `CallOptions::within(&ctx)` hands it on.

@@ -27,7 +27,8 @@ use tokio::sync::watch;
 
 use axle_plugin_host::kinds::limiter::LimiterPlugin;
 use axle_plugin_host::kinds::serializer::SerializerPlugin;
-use axle_transport::serve::{self, Dispatch};
+use axle_transport::serve::{self, Dispatch, Peer};
+use axle_transport::tls::ServerTls;
 use axle_wire::{Frame, Limits};
 
 /// Builds a server: handlers, plugins, limits.
@@ -46,6 +47,8 @@ pub struct ServerBuilder {
     manifest: Option<Arc<axle_manifest::Manifest>>,
     /// The application's readiness hook (see [`ServerBuilder::readiness`]).
     ready: Option<Readiness>,
+    /// Serve TLS with this (plain TCP when `None`).
+    tls: Option<ServerTls>,
 }
 
 /// Resolves when the application is ready to take traffic (`Err`: it never will be).
@@ -99,6 +102,12 @@ impl ServerBuilder {
         self
     }
 
+    /// Serves TLS (and, when it names a client CA, requires client certificates).
+    pub fn tls(mut self, tls: ServerTls) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
     /// The application's readiness hook: registration in discovery waits for it (delayed
     /// exposure — start inside-out: plugins loaded, caches warm, then callers find us).
     /// Without one the server is ready once bound.
@@ -116,8 +125,8 @@ impl ServerBuilder {
         self
     }
 
-    /// The manifest's plugins for the provider side: its default limiter slot and every
-    /// serializer it names (typed handlers decode with whichever the request used).
+    /// The manifest's provider side: `[tls]` and `[trust]`, its default limiter slot and
+    /// every serializer it names (typed handlers decode with whichever the request used).
     /// Register typed handlers after this.
     pub fn with_manifest(
         mut self,
@@ -127,6 +136,9 @@ impl ServerBuilder {
         use axle_manifest::PluginKind;
         use axle_plugin_host::Plugin;
         self.manifest = Some(Arc::new(manifest.clone()));
+        if let Some(files) = &manifest.tls.server {
+            self.tls = Some(ServerTls::load(files)?);
+        }
         for spec in manifest.plugins.values() {
             let wanted = spec.kind == PluginKind::Serializer
                 || manifest.slots.limiter.as_deref() == Some(spec.name.as_str());
@@ -159,6 +171,13 @@ impl ServerBuilder {
             .collect();
         services.sort();
         services.dedup();
+        let guards = stages::protect::Guards::new(
+            self.manifest.as_deref(),
+            self.handlers
+                .iter()
+                .flat_map(|(s, methods)| methods.keys().map(move |m| (s.as_str(), m.as_str()))),
+            self.any_method.keys().map(String::as_str),
+        );
         let pipeline = Arc::new(Pipeline {
             handlers: self.handlers,
             any_method: self.any_method,
@@ -169,7 +188,12 @@ impl ServerBuilder {
                 by_type.sort_by(|a, b| a.content_type().cmp(b.content_type()));
                 by_type
             },
-            guards: stages::protect::Guards::new(self.manifest),
+            guards,
+            trust: self
+                .manifest
+                .as_ref()
+                .map(|m| m.trust.clone())
+                .unwrap_or_default(),
             closing: AtomicBool::new(false),
             last_refused_ns: std::sync::atomic::AtomicU64::new(0),
             in_flight: Arc::new(AtomicUsize::new(0)),
@@ -182,6 +206,7 @@ impl ServerBuilder {
             listener,
             pipeline.clone(),
             self.limits,
+            self.tls,
             closing_rx,
             stop_rx,
         ));
@@ -334,8 +359,11 @@ pub struct Pipeline {
     limiter_spec: std::sync::Mutex<Option<(axle_manifest::PluginSpec, [u8; 32])>>,
     /// The serializers typed handlers decode with (for their counters).
     serializers: Vec<Arc<SerializerPlugin>>,
-    /// Per-method governance: internal-only, concurrency guard, fuse.
+    /// Per-method governance: internal-only, concurrency guard, fuse (fixed at bind: one
+    /// entry per declared method, one per service a catch-all serves, one for the rest).
     guards: stages::protect::Guards,
+    /// Which peers are internal (`[trust]`; nobody without a manifest).
+    trust: axle_manifest::TrustSpec,
     /// Set when the server starts stopping (read per request: an atomic, not the watch).
     closing: AtomicBool,
     /// When the last request was refused with `shutting_down` (`facts::now_ns`): the drain
@@ -371,8 +399,9 @@ impl Pipeline {
 }
 
 impl Dispatch for Pipeline {
-    fn dispatch(self: Arc<Self>, request: Frame, peer: SocketAddr) -> BoxFuture<'static, Frame> {
-        Box::pin(async move { pipeline::run(&self, request, peer).await })
+    fn dispatch(self: Arc<Self>, request: Frame, peer: &Arc<Peer>) -> BoxFuture<'static, Frame> {
+        let peer = peer.clone();
+        Box::pin(async move { pipeline::run(&self, request, &peer).await })
     }
 }
 

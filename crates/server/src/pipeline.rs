@@ -5,30 +5,37 @@
 //! ```text
 //! closing          here                a stopping server answers `shutting_down`
 //! parse            here                service and method, or `bad_request`
-//! method entry     protect.rs          the method's counters and guard; names no handler
-//!                                      serves share one bounded `*` entry
-//! trust            protect.rs          internal-only methods refuse external requests
+//! method entry     protect.rs          the method's counters and guard: a declared
+//!                                      method's own; other names a catch-all serves
+//!                                      share `S/*`, names no handler serves `*/*`
+//! not served       dispatch.rs         a method no handler serves: `not_found`, before
+//!                                      any protection runs (nothing below counts it)
+//! trust            protect.rs          internal-only methods refuse external requests (a
+//!                                      peer `[trust]` does not name is always external)
 //! limiter          limit.rs            the limiter plugin admits or rejects
 //! guard and fuse   governance          max-concurrent, error fuse
 //! deadline         dispatch.rs         a request whose budget is gone does not start
-//! handler          dispatch.rs         the handler, with what is left of the budget (a
-//!                                      method no handler serves: `not_found`)
+//! handler          dispatch.rs         the handler, with what is left of the budget
 //! ```
 //!
-//! Every method's requests and answers are counted on the way (`stats.rs`). The
-//! composition is static: strategies are plugins called from stages, not middleware.
+//! Every method's requests and answers are counted on the way (`stats.rs`). A method is
+//! declared when the manifest names it or a handler is registered for it exactly; the
+//! entries are made at bind, so no name a caller sends grows them or dilutes a declared
+//! method's policy. The composition is static: strategies are plugins called from
+//! stages, not middleware.
 
-use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use crate::stages::{dispatch, limit, protect};
 use crate::{Context, Handler, Pipeline};
 use axle_core::RequestScope;
+use axle_transport::serve::Peer;
 use axle_wire::{ErrorClass, Frame, FLAG_EXTERNAL};
 
 /// Runs one request frame through the pipeline; always yields a response frame.
-pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
+pub async fn run(p: &Pipeline, mut request: Frame, peer: &Arc<Peer>) -> Frame {
     let id = request.id;
     if p.closing.load(Relaxed) {
         p.refused_closing.fetch_add(1, Relaxed);
@@ -50,11 +57,15 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
     };
     p.in_flight.fetch_add(1, Relaxed);
     let _done = InFlight(p);
-    let external = request.flags & FLAG_EXTERNAL != 0;
+    // The trust boundary: a peer the manifest does not trust is external whatever its
+    // frame says; a trusted one (an internal service, the edge) passes on the marker
+    // the request came with.
+    let external = !p.trust.trusts(peer) || request.flags & FLAG_EXTERNAL != 0;
     let ctx = Context {
         service,
         method,
-        peer,
+        peer: peer.addr,
+        peer_identity: peer.identity().map(str::to_string),
         scope: RequestScope {
             deadline: request
                 .meta
@@ -68,7 +79,10 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
     let handler = p.handler(&ctx.service, &ctx.method);
     let guard = p.guards.of(&ctx.service, &ctx.method, handler.is_some());
     guard.stats.received();
-    let response = protected(p, &guard, handler, ctx, request, external).await;
+    let response = match handler {
+        Some(handler) => protected(p, guard, handler, ctx, request, external).await,
+        None => dispatch::not_found(&ctx, id),
+    };
     guard.stats.answered(response.meta.error_class);
     response
 }
@@ -77,7 +91,7 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: SocketAddr) -> Frame {
 async fn protected(
     p: &Pipeline,
     guard: &protect::MethodGuard,
-    handler: Option<Handler>,
+    handler: Handler,
     ctx: Context,
     request: Frame,
     external: bool,

@@ -13,11 +13,13 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 
 use super::{Keepalive, TransportError};
+use crate::tls::ClientTls;
 use axle_wire::{Frame, FrameCodec, Kind, Limits, Metadata, HEADER_LEN};
 
 type Waiter = oneshot::Sender<Result<Frame, TransportError>>;
@@ -61,23 +63,54 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Dials `addr` and starts the reader, writer and keep-alive tasks.
+    /// Dials `addr` (over TLS when `tls` is given) and starts the reader, writer and
+    /// keep-alive tasks. TCP connect and handshake together get
+    /// [`crate::defaults::CONNECT_TIMEOUT`].
     pub async fn connect(
         addr: &str,
         limits: Limits,
         keepalive: Keepalive,
+        tls: Option<&ClientTls>,
     ) -> Result<Arc<Connection>, TransportError> {
         let connect_err = |reason: String| TransportError::Connect {
             addr: addr.to_string(),
             reason,
         };
-        let stream =
-            tokio::time::timeout(crate::defaults::CONNECT_TIMEOUT, TcpStream::connect(addr))
+        let dial = async {
+            let stream = TcpStream::connect(addr)
                 .await
-                .map_err(|_| connect_err("timed out".into()))?
                 .map_err(|e| connect_err(e.to_string()))?;
-        let _ = stream.set_nodelay(true);
-        let (read, write) = stream.into_split();
+            let _ = stream.set_nodelay(true);
+            let Some(tls) = tls else {
+                let (read, write) = stream.into_split();
+                return Ok(Self::start(addr, read, write, limits, keepalive));
+            };
+            let name = tls.name_for(addr).map_err(connect_err)?;
+            let stream = tls
+                .connector
+                .connect(name, stream)
+                .await
+                .map_err(|e| connect_err(format!("TLS handshake: {e}")))?;
+            let (read, write) = tokio::io::split(stream);
+            Ok(Self::start(addr, read, write, limits, keepalive))
+        };
+        tokio::time::timeout(crate::defaults::CONNECT_TIMEOUT, dial)
+            .await
+            .map_err(|_| connect_err("timed out".into()))?
+    }
+
+    /// Starts the tasks of a connection over `read` and `write`.
+    fn start<R, W>(
+        addr: &str,
+        read: R,
+        write: W,
+        limits: Limits,
+        keepalive: Keepalive,
+    ) -> Arc<Connection>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
         let (tx, rx) = mpsc::channel(crate::defaults::WRITE_QUEUE);
         let shared = Arc::new(Shared {
             addr: addr.to_string(),
@@ -200,12 +233,12 @@ impl Connection {
             }
         });
 
-        Ok(Arc::new(Connection {
+        Arc::new(Connection {
             shared,
             tx,
             next_id: AtomicU64::new(1),
             limits,
-        }))
+        })
     }
 
     /// The endpoint's address.

@@ -16,8 +16,12 @@ pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// Longest wait between dials of an unreachable endpoint.
 pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
-/// Time allowed to establish a TCP connection.
+/// Time allowed to establish a connection (TCP, and the TLS handshake when there is one).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Frames queued for a connection's writer before callers wait.
 pub const WRITE_QUEUE: usize = 1024;
+
+/// Time a provider gives a caller to finish its TLS handshake (a peer that opens a
+/// connection and says nothing holds only this long).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);

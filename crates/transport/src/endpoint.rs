@@ -10,6 +10,7 @@ use arc_swap::ArcSwapOption;
 use super::connection::Connection;
 use super::{Keepalive, TransportError};
 use crate::defaults::{RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN};
+use crate::tls::ClientTls;
 use axle_wire::Limits;
 
 struct Backoff {
@@ -23,6 +24,8 @@ pub struct EndpointLink {
     addr: String,
     limits: Limits,
     keepalive: Keepalive,
+    /// Dial over TLS with this, when set.
+    tls: Option<ClientTls>,
     current: ArcSwapOption<Connection>,
     /// Single-flight dialling: one caller dials, the others wait for its result.
     dial: tokio::sync::Mutex<()>,
@@ -35,6 +38,7 @@ impl EndpointLink {
             addr: addr.into(),
             limits,
             keepalive,
+            tls: None,
             current: ArcSwapOption::empty(),
             dial: tokio::sync::Mutex::new(()),
             backoff: Mutex::new(Backoff {
@@ -43,6 +47,12 @@ impl EndpointLink {
                 last_error: String::new(),
             }),
         }
+    }
+
+    /// Dials over TLS with `tls` (plain TCP when `None`).
+    pub fn with_tls(mut self, tls: Option<ClientTls>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// The endpoint's address.
@@ -88,7 +98,8 @@ impl EndpointLink {
                 }
             }
         }
-        match Connection::connect(&self.addr, self.limits, self.keepalive).await {
+        match Connection::connect(&self.addr, self.limits, self.keepalive, self.tls.as_ref()).await
+        {
             Ok(c) => {
                 let mut b = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
                 b.next_attempt = None;

@@ -6,6 +6,7 @@ pub mod connection;
 pub mod defaults;
 pub mod endpoint;
 pub mod serve;
+pub mod tls;
 mod writer;
 
 use std::time::Duration;

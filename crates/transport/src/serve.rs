@@ -10,16 +10,42 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 use tokio_util::codec::FramedRead;
 
+use crate::tls::ServerTls;
 use axle_wire::{ErrorClass, Frame, FrameCodec, Kind, Limits, WireError};
 
 /// What runs a request: the server's pipeline. Returns the response frame.
 pub trait Dispatch: Send + Sync + 'static {
-    fn dispatch(self: Arc<Self>, request: Frame, peer: SocketAddr) -> BoxFuture<'static, Frame>;
+    fn dispatch(self: Arc<Self>, request: Frame, peer: &Arc<Peer>) -> BoxFuture<'static, Frame>;
+}
+
+/// Who is on the other end of a connection, as far as the transport can tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    /// The DNS names of the certificate the peer presented and the provider verified
+    /// (mTLS); empty over plain TCP or without client authentication.
+    pub names: Vec<String>,
+}
+
+impl Peer {
+    /// A peer known by its address only.
+    pub fn plain(addr: SocketAddr) -> Arc<Peer> {
+        Arc::new(Peer {
+            addr,
+            names: Vec::new(),
+        })
+    }
+
+    /// Its verified identity: the first name of its certificate.
+    pub fn identity(&self) -> Option<&str> {
+        self.names.first().map(String::as_str)
+    }
 }
 
 /// Accepts connections on `listener` and serves each, until `closing` turns true (or its
@@ -31,7 +57,7 @@ pub async fn accept<D: Dispatch>(
     limits: Limits,
     closing: watch::Receiver<bool>,
 ) {
-    accept_until(listener, dispatch, limits, closing.clone(), closing).await
+    accept_until(listener, dispatch, limits, None, closing.clone(), closing).await
 }
 
 /// [`accept`], but accepting goes on until `stop` turns true, while `closing` tells the
@@ -43,6 +69,7 @@ pub async fn accept_until<D: Dispatch>(
     listener: TcpListener,
     dispatch: Arc<D>,
     limits: Limits,
+    tls: Option<ServerTls>,
     closing: watch::Receiver<bool>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -64,13 +91,38 @@ pub async fn accept_until<D: Dispatch>(
                 continue;
             }
         };
-        tokio::spawn(connection(
-            stream,
-            peer,
-            dispatch.clone(),
-            limits,
-            closing.clone(),
-        ));
+        let dispatch = dispatch.clone();
+        let closing = closing.clone();
+        match &tls {
+            None => {
+                tokio::spawn(connection(stream, peer, dispatch, limits, closing));
+            }
+            Some(tls) => {
+                let acceptor = tls.acceptor.clone();
+                tokio::spawn(async move {
+                    let _ = stream.set_nodelay(true);
+                    let handshake = tokio::time::timeout(
+                        crate::defaults::HANDSHAKE_TIMEOUT,
+                        acceptor.accept(stream),
+                    );
+                    let stream = match handshake.await {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(e)) => return tracing::debug!(%peer, "TLS handshake failed: {e}"),
+                        Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
+                    };
+                    let names = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .map(crate::tls::names_of)
+                        .unwrap_or_default();
+                    let peer = Arc::new(Peer { addr: peer, names });
+                    let (read, write) = tokio::io::split(stream);
+                    serve(read, write, peer, dispatch, limits, closing).await
+                });
+            }
+        }
     }
 }
 
@@ -81,10 +133,26 @@ pub async fn connection<D: Dispatch>(
     peer: SocketAddr,
     dispatch: Arc<D>,
     limits: Limits,
-    mut closing: watch::Receiver<bool>,
+    closing: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
     let (read, write) = stream.into_split();
+    serve(read, write, Peer::plain(peer), dispatch, limits, closing).await
+}
+
+/// Serves one connection's halves (plain TCP or TLS).
+async fn serve<D, R, W>(
+    read: R,
+    write: W,
+    peer: Arc<Peer>,
+    dispatch: Arc<D>,
+    limits: Limits,
+    mut closing: watch::Receiver<bool>,
+) where
+    D: Dispatch,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
     let (tx, rx) = mpsc::channel::<Frame>(crate::defaults::WRITE_QUEUE);
     let writer = tokio::spawn(super::writer::run(write, rx, limits, |frame, err| {
         // A response over the limit becomes an error the caller can read.
@@ -116,7 +184,7 @@ pub async fn connection<D: Dispatch>(
             None => break,
             Some(Ok(frame)) => frame,
             Some(Err(e)) => {
-                tracing::warn!(%peer, "closing the connection: {e}");
+                tracing::warn!(peer = %peer.addr, "closing the connection: {e}");
                 if let WireError::Version(_) = e {
                     let _ = tx.send(Frame::goaway(e.to_string())).await;
                 }
@@ -126,7 +194,7 @@ pub async fn connection<D: Dispatch>(
         match frame.kind {
             Kind::Request => {
                 let id = frame.id;
-                let mut response = dispatch.clone().dispatch(frame, peer);
+                let mut response = dispatch.clone().dispatch(frame, &peer);
                 // Most requests finish on their first poll (echo, a cache hit, a refusal):
                 // answer those inline and spawn a task only for the ones that wait.
                 if let std::task::Poll::Ready(r) = futures::poll!(response.as_mut()) {

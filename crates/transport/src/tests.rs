@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::connection::Connection;
-use super::serve::{self, Dispatch};
+use super::serve::{self, Dispatch, Peer};
 use super::{Keepalive, TransportError};
 use axle_wire::{Frame, Limits, Metadata};
 
@@ -34,7 +34,7 @@ impl Drop for CountDrop<'_> {
 }
 
 impl Dispatch for SlowEcho {
-    fn dispatch(self: Arc<Self>, request: Frame, _peer: SocketAddr) -> BoxFuture<'static, Frame> {
+    fn dispatch(self: Arc<Self>, request: Frame, _peer: &Arc<Peer>) -> BoxFuture<'static, Frame> {
         Box::pin(async move {
             let mut guard = CountDrop(&self.cancelled, false);
             let ms = request.payload.first().copied().unwrap_or(0);
@@ -68,9 +68,14 @@ fn soon(ms: u64) -> Instant {
 #[tokio::test]
 async fn answers_come_back_out_of_order_matched_by_id() {
     let (addr, _closing) = server(Arc::default()).await;
-    let conn = Connection::connect(&addr.to_string(), Limits::default(), Keepalive::default())
-        .await
-        .unwrap();
+    let conn = Connection::connect(
+        &addr.to_string(),
+        Limits::default(),
+        Keepalive::default(),
+        None,
+    )
+    .await
+    .unwrap();
     // 50 ms, then 1 ms: the second answer overtakes the first.
     let slow = conn.call(0, meta(), Bytes::from_static(&[50, 1]), soon(5000));
     let fast = conn.call(0, meta(), Bytes::from_static(&[1, 2]), soon(5000));
@@ -86,9 +91,14 @@ async fn answers_come_back_out_of_order_matched_by_id() {
 async fn a_caller_that_gives_up_cancels_the_request() {
     let echo = Arc::new(SlowEcho::default());
     let (addr, _closing) = server(echo.clone()).await;
-    let conn = Connection::connect(&addr.to_string(), Limits::default(), Keepalive::default())
-        .await
-        .unwrap();
+    let conn = Connection::connect(
+        &addr.to_string(),
+        Limits::default(),
+        Keepalive::default(),
+        None,
+    )
+    .await
+    .unwrap();
     let err = conn
         .call(0, meta(), Bytes::from_static(&[200]), soon(30))
         .await
@@ -106,9 +116,14 @@ async fn a_caller_that_gives_up_cancels_the_request() {
 #[tokio::test]
 async fn goaway_stops_new_requests_while_those_in_flight_finish() {
     let (addr, closing) = server(Arc::default()).await;
-    let conn = Connection::connect(&addr.to_string(), Limits::default(), Keepalive::default())
-        .await
-        .unwrap();
+    let conn = Connection::connect(
+        &addr.to_string(),
+        Limits::default(),
+        Keepalive::default(),
+        None,
+    )
+    .await
+    .unwrap();
     let in_flight = conn.call(0, meta(), Bytes::from_static(&[100]), soon(5000));
     tokio::pin!(in_flight);
     // Let the request leave, then close the provider.
@@ -156,7 +171,7 @@ async fn a_silent_peer_is_declared_dead_by_keep_alive() {
         interval: Duration::from_millis(20),
         timeout: Duration::from_millis(40),
     };
-    let conn = Connection::connect(&addr.to_string(), Limits::default(), keepalive)
+    let conn = Connection::connect(&addr.to_string(), Limits::default(), keepalive, None)
         .await
         .unwrap();
     let until = Instant::now() + Duration::from_secs(5);
@@ -173,7 +188,7 @@ async fn a_peer_that_answers_pings_stays_alive_and_usable() {
         interval: Duration::from_millis(20),
         timeout: Duration::from_millis(200),
     };
-    let conn = Connection::connect(&addr.to_string(), Limits::default(), keepalive)
+    let conn = Connection::connect(&addr.to_string(), Limits::default(), keepalive, None)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -25,7 +25,7 @@ use axle::manifest::{EndpointSpec, Manifest};
 use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
 use axle::transport::connection::Connection;
-use axle::transport::serve::{self, Dispatch};
+use axle::transport::serve::{self, Dispatch, Peer};
 use axle::transport::Keepalive;
 use axle::wire::{Frame, Limits, Metadata};
 
@@ -157,9 +157,14 @@ async fn run_raw(duration: Duration, concurrencies: &[usize]) -> anyhow::Result<
     let body = body();
     let mut rows = Vec::new();
     let (addr, accept) = start_raw_server().await?;
-    let conn = Connection::connect(&addr.to_string(), Limits::default(), Keepalive::default())
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let conn = Connection::connect(
+        &addr.to_string(),
+        Limits::default(),
+        Keepalive::default(),
+        None,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     for &c in concurrencies {
         let conn = conn.clone();
         let body = body.clone();
@@ -281,7 +286,7 @@ async fn warm<F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static>(
 struct RawEcho;
 
 impl Dispatch for RawEcho {
-    fn dispatch(self: Arc<Self>, request: Frame, _peer: SocketAddr) -> BoxFuture<'static, Frame> {
+    fn dispatch(self: Arc<Self>, request: Frame, _peer: &Arc<Peer>) -> BoxFuture<'static, Frame> {
         Box::pin(std::future::ready(Frame::response(
             request.id,
             request.meta.content_type,

@@ -14,6 +14,8 @@ use axle::plugin::PluginHost;
 /// `axle call` flags.
 #[derive(clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    tls: super::tls::ClientTlsArgs,
     /// `service/method`.
     target: String,
     /// The request, as JSON.
@@ -45,7 +47,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| anyhow::anyhow!("the target is SERVICE/METHOD, got `{}`", args.target))?;
     let json: serde_json::Value = serde_json::from_str(&args.json)
         .map_err(|e| anyhow::anyhow!("the request is not JSON: {e}"))?;
-    let manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
+    let mut manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
+    args.tls.apply(&mut manifest);
     let registry = args.discovery.registry(&manifest)?;
     // --endpoint wins; a registry other than the manifest's list is followed.
     let discover = args.endpoints.is_empty() && registry != RegistryUrl::Static;

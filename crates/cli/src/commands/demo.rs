@@ -21,6 +21,10 @@ use axle::services::{self, flaky::FlakyConfig};
 /// `axle demo` flags.
 #[derive(clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    server_tls: super::tls::ServerTlsArgs,
+    #[command(flatten)]
+    client_tls: super::tls::ClientTlsArgs,
     /// The manifest (default: the one embedded in the binary).
     #[arg(long)]
     manifest: Option<PathBuf>,
@@ -69,6 +73,8 @@ struct PerEndpoint {
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
+    args.server_tls.apply(&mut manifest)?;
+    args.client_tls.apply(&mut manifest);
     // The demo's providers are its own three; the manifest's endpoints are not dialled.
     manifest.endpoints.clear();
     let host = Arc::new(PluginHost::with_default_cache()?);

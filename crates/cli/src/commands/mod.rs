@@ -13,6 +13,7 @@ pub mod serve;
 pub mod stats;
 pub mod swap;
 pub mod templates;
+pub mod tls;
 
 /// `1.2 ms`, `850 µs`, `42 ns`.
 pub fn duration(d: std::time::Duration) -> String {

@@ -51,6 +51,8 @@ pub struct Args {
     drain_ms: u64,
     #[command(flatten)]
     admin: super::admin::AdminArgs,
+    #[command(flatten)]
+    tls: super::tls::ServerTlsArgs,
     /// Register with this registry: `etcd://HOST:PORT[,HOST:PORT]` (default: the
     /// manifest's [discovery] registry; `static` and `file:` registries list providers
     /// instead, so nothing is registered with them).
@@ -102,7 +104,8 @@ fn flaky(base: FlakyConfig, a: &Args) -> FlakyConfig {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
+    let mut manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
+    args.tls.apply(&mut manifest)?;
     let flaky = flaky(manifest.serve.flaky, &args);
     flaky
         .validate()
