@@ -14,7 +14,7 @@ pub(crate) mod state;
 
 pub use error::CallError;
 pub use options::CallOptions;
-pub use state::{ClientConfig, EndpointView, ServiceView};
+pub use state::{ClientConfig, EndpointView, PolicyView, ServiceView};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -265,7 +265,8 @@ impl Client {
         crate::health::monitor::reach_all(&self.state).await;
     }
 
-    /// Every service's endpoints as this client sees them: health, rotation, facts.
+    /// Every service's endpoints as this client sees them (health, rotation, facts), and
+    /// the method policies it keeps (one per declared method, and `*`).
     pub fn services(&self) -> Vec<ServiceView> {
         self.state.views()
     }

@@ -8,6 +8,7 @@
 //!                                 raw bytes skip it): every attempt sends the same bytes
 //! deadline    here                one budget for the whole call, shared by every attempt
 //! breaker     governance          the method's breaker: open fails fast, nothing else runs
+//!                                 (a declared method's own; other names share `*`'s)
 //! route       stages/route.rs     router plugins narrow the rotation (memoised per shape)
 //! select      stages/select.rs    the selector plugin picks, tried endpoints excluded
 //! send        stages/send.rs      one attempt on the endpoint's multiplexed connection
@@ -15,6 +16,10 @@
 //! retry       stages/retry.rs     failover / retry / hedge, within budget and deadline
 //! fallback    stages/fallback.rs  the method's fallback when the call finally fails
 //! ```
+//!
+//! The method policy (governance, breaker, selector, route memo) is a declared method's
+//! own or, for any name the manifest does not declare, the service's shared `*` one: all
+//! resolved when the client is built or swapped, so a new name costs nothing.
 //!
 //! The composition is static: no boxed middleware, no allocation to compose. Strategies
 //! are plugins called from the stages, not layers.
@@ -85,8 +90,7 @@ impl Client {
     /// Attempts until one succeeds, or a failure is final, or retries, budget or deadline
     /// run out. The first attempt is hedged when the method says so.
     async fn attempts(&self, call: &Call<'_>, g: &Governance) -> Result<Reply, CallError> {
-        let candidates =
-            stages::route::candidates(call.svc, call.policy, call.method, call.options)?;
+        let candidates = stages::route::candidates(call.svc, call.policy, call.options)?;
         let mut tried: Vec<u32> = Vec::new();
         let mut retries_used = 0;
         let hedge =

@@ -1,8 +1,9 @@
 //! HEALTH FILTER, then ROUTE = FILTER: starts from the service's rotation (the endpoints
 //! health admits, see `health::rotation`) and narrows it with the router plugins, once per
-//! request shape (method, tags, consumer app) and rotation. The answer is memoised as a
-//! candidate set the selector already knows, so a call costs a hash lookup here, not a
-//! plugin call.
+//! request shape (method policy, tags, consumer app) and rotation. The answer is memoised
+//! in the method's policy as a candidate set the selector already knows, so a call costs a
+//! short scan here, not a plugin call. Methods the manifest does not declare share one
+//! policy, so routers are asked about them as `*` and one memo serves them all.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use crate::state::{MethodPolicy, RouteMemo, ServiceState};
 use crate::{CallError, CallOptions};
 use axle_plugin_host::kinds::router::RouteRequest;
 
-/// Request shapes remembered per method.
+/// Request shapes remembered per method policy.
 const MAX_SHAPES_PER_METHOD: usize = 256;
 
 /// The candidates of a request: the selector's set id and its members.
@@ -24,7 +25,6 @@ pub struct Candidates {
 pub fn candidates(
     svc: &ServiceState,
     policy: &MethodPolicy,
-    method: &str,
     options: &CallOptions,
 ) -> Result<Candidates, CallError> {
     let rotation = svc.rotation.load();
@@ -51,11 +51,9 @@ pub fn candidates(
     }
     let app = options.consumer_app.as_deref().unwrap_or("");
     {
-        let memo = svc.memo.load();
-        let hit = memo.get(method).and_then(|shapes| {
-            shapes.iter().find(|m| {
-                m.generation == generation && m.tags == options.tags && m.consumer_app == app
-            })
+        let memo = policy.memo.load();
+        let hit = memo.iter().find(|m| {
+            m.generation == generation && m.tags == options.tags && m.consumer_app == app
         });
         if let Some(m) = hit {
             return Ok(Candidates {
@@ -66,7 +64,7 @@ pub fn candidates(
     }
     let request = RouteRequest {
         service: svc.name.clone(),
-        method: method.to_string(),
+        method: policy.method.to_string(),
         tags: options.tags.clone(),
         consumer_app: app.to_string(),
     };
@@ -80,7 +78,7 @@ pub fn candidates(
             reason: format!("no endpoint matches the route (tags {:?})", options.tags),
         });
     }
-    // The memo is per method, and a method has one selector: sets never mix plugins.
+    // The memo is per policy, and a policy has one selector: sets never mix plugins.
     let set = policy.selector.intern_set(&left);
     let members: Arc<[u32]> = left.into();
     // Bounded: request shapes come from callers; past this many per method, routes are
@@ -93,25 +91,23 @@ pub fn candidates(
         set,
         members: members.clone(),
     };
-    svc.memo.rcu(|current| {
-        let mut next = rustc_hash::FxHashMap::clone(current);
-        let shapes = next.entry(method.to_string()).or_default();
+    policy.memo.rcu(|shapes| {
         let known = shapes.iter().any(|m| {
             m.generation == memo.generation
                 && m.tags == memo.tags
                 && m.consumer_app == memo.consumer_app
         });
-        if !known && shapes.len() < MAX_SHAPES_PER_METHOD {
-            // Entries of older rotations are dropped as newer ones arrive.
-            let mut grown: Vec<RouteMemo> = shapes
-                .iter()
-                .filter(|m| m.generation == memo.generation)
-                .cloned()
-                .collect();
-            grown.push(memo.clone());
-            *shapes = Arc::new(grown);
+        if known || shapes.len() >= MAX_SHAPES_PER_METHOD {
+            return Arc::clone(shapes);
         }
-        next
+        // Entries of older rotations are dropped as newer ones arrive.
+        let mut grown: Vec<RouteMemo> = shapes
+            .iter()
+            .filter(|m| m.generation == memo.generation)
+            .cloned()
+            .collect();
+        grown.push(memo.clone());
+        Arc::new(grown)
     });
     Ok(Candidates { set, members })
 }

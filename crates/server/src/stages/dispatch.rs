@@ -1,5 +1,6 @@
-//! Runs the handler found for the request (none: `not_found`), unless its deadline has
-//! already passed, within the remaining budget, timing it for the method's counters.
+//! Runs the handler found for the request, unless its deadline has already passed, within
+//! the remaining budget, timing it for the method's counters. A request no handler serves
+//! is answered `not_found` earlier, before any protection (`not_found`).
 
 use std::time::Instant;
 
@@ -7,20 +8,23 @@ use crate::stats::MethodStats;
 use crate::{Context, Handler, Request};
 use axle_wire::{ErrorClass, Frame};
 
+/// The answer to a request no handler serves (the pipeline gives it right after the
+/// request is counted: the trust check, the limiter and the guards never see it).
+pub fn not_found(ctx: &Context, id: u64) -> Frame {
+    Frame::error(
+        id,
+        ErrorClass::NotFound,
+        format!("no method {}/{} here", ctx.service, ctx.method),
+    )
+}
+
 pub async fn dispatch(
-    handler: Option<Handler>,
+    handler: Handler,
     ctx: Context,
     request: Frame,
     stats: &MethodStats,
 ) -> Frame {
     let id = request.id;
-    let Some(handler) = handler else {
-        return Frame::error(
-            id,
-            ErrorClass::NotFound,
-            format!("no method {}/{} here", ctx.service, ctx.method),
-        );
-    };
     if ctx.scope.expired() {
         return Frame::error(
             id,
