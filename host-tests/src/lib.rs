@@ -408,50 +408,5 @@ pub fn rt() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// A throwaway certificate authority in a temporary folder, issuing certificates for
-/// the TLS tests: `ca.pem` beside every issued `NAME.pem` and `NAME.key`.
-pub struct TestPki {
-    pub dir: tempfile::TempDir,
-    /// The CA certificate (PEM).
-    pub ca: PathBuf,
-    issuer: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
-}
-
-impl TestPki {
-    pub fn new() -> TestPki {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "axle test CA");
-        let key = rcgen::KeyPair::generate().expect("CA key");
-        let issuer = rcgen::CertifiedIssuer::self_signed(params, key).expect("CA certificate");
-        let ca = dir.path().join("ca.pem");
-        std::fs::write(&ca, issuer.pem()).expect("write ca.pem");
-        TestPki { dir, ca, issuer }
-    }
-
-    /// Issues a certificate for `dns_name`, written to `FILE.pem` and `FILE.key`
-    /// (replacing any earlier pair of that name, as a rotation would); returns their paths.
-    pub fn issue(&self, file: &str, dns_name: &str) -> (PathBuf, PathBuf) {
-        let params = rcgen::CertificateParams::new(vec![dns_name.to_string()]).expect("params");
-        let key = rcgen::KeyPair::generate().expect("key");
-        let cert = params.signed_by(&key, &self.issuer).expect("certificate");
-        let cert_path = self.dir.path().join(format!("{file}.pem"));
-        let key_path = self.dir.path().join(format!("{file}.key"));
-        // Written beside and renamed, so a reader never sees half a file.
-        for (path, text) in [(&key_path, key.serialize_pem()), (&cert_path, cert.pem())] {
-            let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, text).expect("write");
-            std::fs::rename(&tmp, path).expect("rename");
-        }
-        (cert_path, key_path)
-    }
-}
-
-impl Default for TestPki {
-    fn default() -> Self {
-        TestPki::new()
-    }
-}
+/// A throwaway certificate authority for the TLS tests (the bench's own).
+pub use axle_bench::pki::Pki as TestPki;

@@ -6,6 +6,7 @@
 pub mod hostile;
 pub mod languages;
 pub mod native;
+pub mod pki;
 pub mod rpc;
 pub mod swap;
 

@@ -36,7 +36,12 @@ pub async fn run<W: AsyncWrite + Unpin>(
             }
         }
         let _ = n;
+        // Flushed every batch: over TLS, written bytes wait in the session's buffer until
+        // a flush (over plain TCP it costs nothing).
         if let Err(e) = socket.write_all(&buf).await {
+            return format!("write failed: {e}");
+        }
+        if let Err(e) = socket.flush().await {
             return format!("write failed: {e}");
         }
     }

@@ -54,6 +54,8 @@ pub struct Ratios {
     pub axle_vs_raw: f64,
     /// Axle p99 ÷ tonic p99 (target ≤ 1).
     pub axle_p99_vs_tonic: f64,
+    /// Axle over TLS req/s ÷ Axle over plain TCP req/s (when both ran).
+    pub tls_vs_plain: Option<f64>,
 }
 
 /// The whole run.
@@ -66,7 +68,7 @@ pub struct Report {
 }
 
 /// The systems a run can compare.
-pub const SYSTEMS: [&str; 3] = ["axle", "raw", "tonic"];
+pub const SYSTEMS: [&str; 4] = ["axle", "axle-tls", "raw", "tonic"];
 
 /// Runs each of `systems` (default: all) at every concurrency for `duration` each.
 pub async fn run(
@@ -78,7 +80,13 @@ pub async fn run(
 ) -> anyhow::Result<Report> {
     let mut rows = Vec::new();
     if systems.contains(&"axle") {
-        rows.extend(run_axle(host, manifest, duration, concurrencies).await?);
+        rows.extend(run_axle(host, manifest.clone(), duration, concurrencies).await?);
+    }
+    if systems.contains(&"axle-tls") {
+        let pki = crate::pki::Pki::try_new()?;
+        let mut m = manifest.clone();
+        m.tls = pki.localhost();
+        rows.extend(run_axle(host, m, duration, concurrencies).await?);
     }
     if systems.contains(&"raw") {
         rows.extend(run_raw(duration, concurrencies).await?);
@@ -97,6 +105,7 @@ pub async fn run(
             axle_vs_tonic: a.req_per_s / t.req_per_s.max(1e-9),
             axle_vs_raw: a.req_per_s / r.req_per_s.max(1e-9),
             axle_p99_vs_tonic: a.p99_us / t.p99_us.max(1e-9),
+            tls_vs_plain: find("axle-tls").map(|tls| tls.req_per_s / a.req_per_s.max(1e-9)),
         }),
         _ => None,
     };
@@ -112,16 +121,22 @@ fn body() -> Bytes {
     Bytes::from(vec![0x5a; PAYLOAD_BYTES])
 }
 
-/// Axle: the full pipelines with the manifest's plugins.
+/// Axle: the full pipelines with the manifest's plugins (over TLS when its `[tls]` says,
+/// and then the row is `axle-tls`).
 async fn run_axle(
     host: &PluginHost,
-    manifest: &Manifest,
+    manifest: Manifest,
     duration: Duration,
     concurrencies: &[usize],
 ) -> anyhow::Result<Vec<Row>> {
+    let system = if manifest.tls.client.is_some() {
+        "axle-tls"
+    } else {
+        "axle"
+    };
     let body = body();
     let mut rows = Vec::new();
-    let server = ServerBuilder::new().with_manifest(host, manifest)?;
+    let server = ServerBuilder::new().with_manifest(host, &manifest)?;
     let server = axle::services::echo::register(server)
         .bind("127.0.0.1:0")
         .await?;
@@ -135,7 +150,7 @@ async fn run_axle(
     for &c in concurrencies {
         let client = client.clone();
         let body = body.clone();
-        let row = drive("axle", c, duration, move || {
+        let row = drive(system, c, duration, move || {
             let client = client.clone();
             let body = body.clone();
             Box::pin(async move {

@@ -21,6 +21,10 @@ use axle::services::{self, flaky::FlakyConfig};
 /// `axle demo` flags.
 #[derive(clap::Args)]
 pub struct Args {
+    /// Serve and call over TLS with a throwaway CA made for this run (to see what TLS
+    /// costs; --tls-cert and --tls-ca take real certificates).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_ca"])]
+    tls: bool,
     #[command(flatten)]
     server_tls: super::tls::ServerTlsArgs,
     #[command(flatten)]
@@ -75,6 +79,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
     args.server_tls.apply(&mut manifest)?;
     args.client_tls.apply(&mut manifest);
+    let _pki = match args.tls {
+        true => {
+            let pki = axle_bench::pki::Pki::try_new()?;
+            manifest.tls = pki.localhost();
+            Some(pki)
+        }
+        false => None,
+    };
     // The demo's providers are its own three; the manifest's endpoints are not dialled.
     manifest.endpoints.clear();
     let host = Arc::new(PluginHost::with_default_cache()?);
