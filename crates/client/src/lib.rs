@@ -11,10 +11,12 @@ mod options;
 mod pipeline;
 pub(crate) mod stages;
 pub(crate) mod state;
+mod views;
 
 pub use error::CallError;
 pub use options::CallOptions;
-pub use state::{ClientConfig, EndpointView, PolicyView, ServiceView};
+pub use state::ClientConfig;
+pub use views::{EndpointView, PolicyView, ServiceView};
 
 use std::sync::Arc;
 use std::time::Instant;

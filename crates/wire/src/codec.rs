@@ -12,6 +12,10 @@ use super::{Frame, Kind, Metadata, MAGIC, VERSION};
 /// Bytes in a frame header.
 pub const HEADER_LEN: usize = 22;
 
+/// The largest frame limit there can be: every length on the wire is 32 bits, and the
+/// whole frame is held to one as well, so no length can wrap or be cut (on any target).
+pub const MAX_FRAME_LIMIT: usize = u32::MAX as usize;
+
 /// Size limits of one side of a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -19,6 +23,36 @@ pub struct Limits {
     pub max_frame: usize,
     /// Largest metadata section.
     pub max_metadata: usize,
+}
+
+impl Limits {
+    /// Limits with the given largest frame, refused above [`MAX_FRAME_LIMIT`] or below
+    /// what a header and the metadata limit need.
+    pub fn with_max_frame(self, max_frame: usize) -> Result<Limits, String> {
+        if max_frame > MAX_FRAME_LIMIT {
+            return Err(format!(
+                "the frame limit can be at most {MAX_FRAME_LIMIT} bytes (its lengths are 32 bits), got {max_frame}"
+            ));
+        }
+        if max_frame < HEADER_LEN + 1024 {
+            return Err(format!(
+                "the frame limit must be at least {} bytes, got {max_frame}",
+                HEADER_LEN + 1024
+            ));
+        }
+        Ok(Limits { max_frame, ..self })
+    }
+
+    /// The frame limit in force: never above what the length fields hold, whatever a
+    /// caller put in the field.
+    fn frame_limit(&self) -> usize {
+        self.max_frame.min(MAX_FRAME_LIMIT)
+    }
+}
+
+/// `HEADER_LEN + meta + payload`, or `None` if it does not fit a `usize`.
+fn frame_total(meta_len: usize, payload_len: usize) -> Option<usize> {
+    HEADER_LEN.checked_add(meta_len)?.checked_add(payload_len)
 }
 
 impl Default for Limits {
@@ -95,13 +129,16 @@ impl Decoder for FrameCodec {
                 limit: self.limits.max_metadata,
             });
         }
-        let total = HEADER_LEN + meta_len + payload_len;
-        if total > self.limits.max_frame {
-            return Err(WireError::FrameTooLarge {
-                size: total,
-                limit: self.limits.max_frame,
-            });
-        }
+        let limit = self.limits.frame_limit();
+        let total = match frame_total(meta_len, payload_len) {
+            Some(total) if total <= limit => total,
+            other => {
+                return Err(WireError::FrameTooLarge {
+                    size: other.unwrap_or(usize::MAX),
+                    limit,
+                })
+            }
+        };
         if src.len() < total {
             src.reserve(total - src.len());
             return Ok(None);
@@ -146,16 +183,18 @@ pub fn encode_into(limits: &Limits, frame: &Frame, dst: &mut BytesMut) -> Result
         return Err(e);
     }
     let meta_len = dst.len() - meta_start;
-    let total = HEADER_LEN + meta_len + frame.payload.len();
+    let limit = limits.frame_limit();
+    let total = frame_total(meta_len, frame.payload.len());
     let check = if meta_len > limits.max_metadata {
         Err(WireError::MetadataTooLarge {
             size: meta_len,
             limit: limits.max_metadata,
         })
-    } else if total > limits.max_frame {
+    } else if total.is_none_or(|t| t > limit) {
+        // The limit is at most u32::MAX, so both lengths below fit their fields.
         Err(WireError::FrameTooLarge {
-            size: total,
-            limit: limits.max_frame,
+            size: total.unwrap_or(usize::MAX),
+            limit,
         })
     } else {
         Ok(())

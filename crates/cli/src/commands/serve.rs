@@ -162,10 +162,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut builder = services::register(builder, flaky);
     if let Some(max) = args.max_frame_bytes {
-        builder = builder.limits(axle::wire::Limits {
-            max_frame: max,
-            ..axle::wire::Limits::default()
-        });
+        let limits = axle::wire::Limits::default()
+            .with_max_frame(max)
+            .map_err(|e| anyhow::anyhow!("--max-frame-bytes: {e}"))?;
+        builder = builder.limits(limits);
     }
     let listen = args
         .listen

@@ -230,3 +230,32 @@ proptest! {
         let _ = FrameCodec::default().decode(&mut buf);
     }
 }
+
+#[test]
+fn a_frame_limit_beyond_the_length_fields_is_refused() {
+    let l = Limits::default();
+    assert!(l.with_max_frame(MAX_FRAME_LIMIT).is_ok());
+    let err = l.with_max_frame(MAX_FRAME_LIMIT + 1).unwrap_err();
+    assert!(err.contains("32 bits"), "{err}");
+    assert!(l.with_max_frame(10).is_err());
+}
+
+#[test]
+fn lengths_that_would_wrap_are_too_large_not_small() {
+    // A header claiming u32::MAX bytes of metadata and of payload: the sum is past any
+    // limit, even one set above what the fields hold.
+    let limits = Limits {
+        max_frame: usize::MAX,
+        max_metadata: usize::MAX,
+    };
+    let mut header = BytesMut::new();
+    header.put_slice(&crate::MAGIC);
+    header.put_u8(crate::VERSION);
+    header.put_u8(Kind::Request as u8);
+    header.put_u16(0);
+    header.put_u64(1);
+    header.put_u32(u32::MAX);
+    header.put_u32(u32::MAX);
+    let err = FrameCodec::new(limits).decode(&mut header).unwrap_err();
+    assert!(matches!(err, WireError::FrameTooLarge { limit, .. } if limit == MAX_FRAME_LIMIT));
+}
