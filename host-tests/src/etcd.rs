@@ -5,6 +5,9 @@
 //! can stop and restart "the registry" under load. `.ci/run` installs etcd, so CI always
 //! runs these tests; elsewhere, without an `etcd` binary on PATH (or `$ETCD_BIN`), they
 //! are skipped with a message saying so. With `CI` set, a missing etcd fails instead.
+//!
+//! [`Etcd::start_tls_or_skip`] starts one that speaks TLS only and requires client
+//! certificates (its health is then read from a plain metrics listener).
 
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -32,6 +35,15 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// TLS for a test etcd: its certificate and key (PEM, for 127.0.0.1) and the CA its
+/// clients' certificates must chain to (`--client-cert-auth`).
+#[derive(Clone, Debug)]
+pub struct EtcdTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: PathBuf,
+}
+
 /// One etcd member on loopback, killed on drop.
 pub struct Etcd {
     bin: PathBuf,
@@ -39,12 +51,24 @@ pub struct Etcd {
     data: tempfile::TempDir,
     client_port: u16,
     peer_port: u16,
+    tls: Option<EtcdTls>,
+    /// A plain `/health` listener, for a TLS etcd.
+    metrics_port: u16,
 }
 
 impl Etcd {
     /// Starts etcd, or returns `None` (after saying why) when it is not installed and this
     /// is not CI.
     pub fn start_or_skip(test: &str) -> Option<Etcd> {
+        Etcd::start(test, None)
+    }
+
+    /// Starts an etcd that serves clients over TLS only and requires a client certificate.
+    pub fn start_tls_or_skip(test: &str, tls: EtcdTls) -> Option<Etcd> {
+        Etcd::start(test, Some(tls))
+    }
+
+    fn start(test: &str, tls: Option<EtcdTls>) -> Option<Etcd> {
         let Some(bin) = etcd_binary() else {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -62,12 +86,15 @@ impl Etcd {
             data,
             client_port: 0,
             peer_port: 0,
+            tls,
+            metrics_port: 0,
         };
         // Ports are picked free and then handed over: another process can take one in
         // between, so a failed start is retried on new ports.
         for attempt in 0..3 {
             etcd.client_port = free_port();
             etcd.peer_port = free_port();
+            etcd.metrics_port = free_port();
             if etcd.spawn() {
                 return Some(etcd);
             }
@@ -90,9 +117,22 @@ impl Etcd {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
         }
-        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let child = Command::new(&self.bin)
+        let mut command = Command::new(&self.bin);
+        if let Some(tls) = &self.tls {
+            command
+                .arg(format!("--cert-file={}", tls.cert.display()))
+                .arg(format!("--key-file={}", tls.key.display()))
+                .arg(format!("--trusted-ca-file={}", tls.client_ca.display()))
+                .arg("--client-cert-auth")
+                .arg(format!(
+                    "--listen-metrics-urls=http://127.0.0.1:{}",
+                    self.metrics_port
+                ));
+        }
+        let child = command
             .arg("--name=axle-test")
             .arg(format!("--data-dir={}", dir.display()))
             .arg(format!("--listen-client-urls={client}"))
@@ -129,7 +169,12 @@ impl Etcd {
 
     /// Whether etcd answers `GET /health` with `"health":"true"`.
     pub fn healthy(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.client_port)) else {
+        let port = if self.tls.is_some() {
+            self.metrics_port
+        } else {
+            self.client_port
+        };
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
             return false;
         };
         let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
@@ -142,7 +187,13 @@ impl Etcd {
         body.contains("\"health\":\"true\"")
     }
 
-    /// `etcd://127.0.0.1:PORT`.
+    /// `http(s)://127.0.0.1:PORT`, for a raw etcd client.
+    pub fn client_url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
+    }
+
+    /// `etcd://127.0.0.1:PORT` (TLS is `[discovery.etcd]`'s business, not the URL's).
     pub fn url(&self) -> String {
         format!("etcd://127.0.0.1:{}", self.client_port)
     }

@@ -28,6 +28,7 @@ fn subscribe(
         lease_ttl: Duration::from_secs(10),
         resync: Duration::from_millis(500),
         file_poll: Duration::from_millis(100),
+        etcd: Default::default(),
     };
     let backend = discovery::open(&url, options).expect("etcd backend");
     backend.subscribe(&ServiceKey::new(namespace, "flaky", group).expect("key"))
@@ -233,6 +234,7 @@ use std::sync::{Arc, Mutex};
 use axle::client::{CallOptions, Client};
 use axle::discovery::config::Groups;
 use axle::discovery::follow::Follow;
+use axle::discovery::EtcdConfig;
 use axle_host_tests::TestHost;
 
 /// A client of `flaky` that finds its providers in `etcd` (`groups`), with `selector`.
@@ -243,6 +245,19 @@ fn following_client(
     selector: &str,
     groups: Groups,
     warmup: Duration,
+) -> (Client, Follow) {
+    following_client_with(rt, t, etcd, selector, groups, warmup, EtcdConfig::default())
+}
+
+/// [`following_client`], reaching etcd and checking its entries as `config` says.
+fn following_client_with(
+    rt: &tokio::runtime::Runtime,
+    t: &TestHost,
+    etcd: &Etcd,
+    selector: &str,
+    groups: Groups,
+    warmup: Duration,
+    config: EtcdConfig,
 ) -> (Client, Follow) {
     let _in = rt.enter();
     let mut m = axle::manifest::Manifest::embedded().expect("embedded manifest");
@@ -268,6 +283,7 @@ fn following_client(
             lease_ttl: Duration::from_secs(10),
             resync: Duration::from_millis(500),
             file_poll: Duration::from_millis(100),
+            etcd: config,
         },
     )
     .expect("etcd backend");
@@ -614,5 +630,394 @@ fn traffic_moves_to_the_secondary_group_when_the_primary_empties_and_back() {
         failed * 50 <= ok,
         "{failed} failed of {ok}: {:?}",
         &errors[..errors.len().min(5)]
+    );
+}
+
+// ---- discovery you can trust: hostile entries, credentials, TLS -------------------------
+
+use axle::discovery::admit::Network;
+use axle::discovery::config::PasswordSource;
+use axle::discovery::Provider as Registered;
+use axle_host_tests::etcd::EtcdTls;
+use axle_host_tests::TestPki;
+
+/// A listener that only counts who connects: where a hostile entry points, so that a
+/// dial to it would be seen.
+struct Trap {
+    addr: String,
+    hits: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Trap {
+    fn on(ip: &str) -> Trap {
+        let listener = std::net::TcpListener::bind((ip, 0)).expect("trap listener");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("trap address").to_string();
+        let (hits, stop) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (h, s) = (hits.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Relaxed) {
+                match listener.accept() {
+                    Ok(_) => {
+                        h.fetch_add(1, Relaxed);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Trap { addr, hits, stop }
+    }
+}
+
+impl Drop for Trap {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+    }
+}
+
+/// Writes `value` at `key` in `etcd` as an ordinary (unauthenticated, plain) client.
+fn put_raw(rt: &tokio::runtime::Runtime, etcd: &Etcd, key: &str, value: Vec<u8>) {
+    rt.block_on(async {
+        let mut c = etcd_client::Client::connect([etcd.client_url()], None)
+            .await
+            .expect("raw etcd client");
+        c.put(key, value, None).await.expect("put");
+    });
+}
+
+const FLAKY: &str = "/axle/default/providers/flaky/default/";
+
+#[test]
+fn hostile_registry_entries_are_skipped_never_dialled_and_the_rest_keeps_serving() {
+    let Some(etcd) = Etcd::start_or_skip("hostile_registry_entries_...") else {
+        return;
+    };
+    let rt = rt();
+    let t = TestHost::new();
+    let good = Provider::start(&etcd.url(), &[]);
+    // Where each hostile entry points: a consumer that dialled one would be seen there.
+    // 127.0.0.2 is loopback too, but outside the allowed network below.
+    let outside = Trap::on("127.0.0.2");
+    let (big, many_tags, other_key) = (
+        Trap::on("127.0.0.1"),
+        Trap::on("127.0.0.1"),
+        Trap::on("127.0.0.1"),
+    );
+    // Two before the consumer lists (the listing path) ...
+    put_raw(
+        &rt,
+        &etcd,
+        &format!("{FLAKY}nohost"),
+        br#"{"address":"nohost"}"#.to_vec(),
+    );
+    let mut p = Registered::new(big.addr.as_str());
+    p.tags.insert("pad".into(), "x".repeat(20_000));
+    put_raw(&rt, &etcd, &format!("{FLAKY}{}", big.addr), p.encode());
+    let config = EtcdConfig {
+        limits: axle::discovery::admit::EntryLimits {
+            allowed_networks: vec![Network::parse("127.0.0.1/32").unwrap()],
+            ..Default::default()
+        },
+        ..EtcdConfig::default()
+    };
+    let (client, follow) = following_client_with(
+        &rt,
+        &t,
+        &etcd,
+        "round-robin",
+        primary("default"),
+        Duration::ZERO,
+        config,
+    );
+    wait_until(Duration::from_secs(5), || follow.state().endpoints == 1).expect("the good one");
+    assert_eq!(follow.state().skipped, 2, "{:?}", follow.state());
+    let load = Load::start(&rt, &client, 4);
+    std::thread::sleep(Duration::from_millis(200));
+    // ... three while it watches (the event path).
+    let put = |trap: &Trap, p: Registered| {
+        put_raw(&rt, &etcd, &format!("{FLAKY}{}", trap.addr), p.encode())
+    };
+    put(&outside, Registered::new(outside.addr.as_str()));
+    let mut p = Registered::new(many_tags.addr.as_str());
+    for i in 0..40 {
+        p.tags.insert(format!("t{i}"), "v".into());
+    }
+    put(&many_tags, p);
+    // A key naming one address whose value points elsewhere.
+    put_raw(
+        &rt,
+        &etcd,
+        &format!("{FLAKY}127.0.0.1:1"),
+        Registered::new(other_key.addr.as_str()).encode(),
+    );
+    wait_until(Duration::from_secs(5), || follow.state().skipped == 5).expect("5 skipped");
+    // Re-lists (every 500 ms here) find the same entries: reported once, not again.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (ok, failed, by_addr, errors) = load.stop(&rt);
+    assert_eq!(failed, 0, "{:?}", &errors[..errors.len().min(5)]);
+    assert!(ok > 100, "only {ok} calls");
+    assert!(
+        by_addr.iter().all(|(_, a)| *a == good.addr),
+        "a call went elsewhere"
+    );
+    let table: Vec<String> = client.endpoints().into_iter().map(|e| e.address).collect();
+    assert_eq!(table, [good.addr.clone()]);
+    // A real consumer process (`axle call`, allowed-networks from its manifest) calls the
+    // good provider and logs each skipped entry once.
+    let dir = tempfile::tempdir().expect("dir");
+    let m = manifest_with_etcd(dir.path(), "allowed-networks = [\"127.0.0.1/32\"]");
+    let out = std::process::Command::new(axle_bin())
+        .args(["call", "--manifest", &m, "--registry", &etcd.url()])
+        .args(["flaky/echo", r#"{"a":1}"#])
+        .env("AXLE_LOG", "warn")
+        .output()
+        .expect("run axle call");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let skips: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("skipping a registry entry"))
+        .collect();
+    assert_eq!(skips.len(), 5, "{err}");
+    eprintln!("{}", skips.join("\n"));
+    for why in [
+        "not host:port",
+        "max-value-bytes",
+        "outside allowed-networks",
+        "max-tags",
+        "key names",
+    ] {
+        assert!(
+            skips.iter().any(|l| l.contains(why)),
+            "no `{why}` in {skips:#?}"
+        );
+    }
+    for trap in [&outside, &big, &many_tags, &other_key] {
+        assert_eq!(trap.hits.load(Relaxed), 0, "{} was dialled", trap.addr);
+    }
+    let state = follow.state();
+    assert_eq!((state.skipped, state.endpoints), (5, 1), "{state:?}");
+    // Each reason is there for whoever looks (the log says the same, rate-limited).
+    let rx = subscribe(&rt, &etcd, "default", "default");
+    wait_until(Duration::from_secs(5), || rx.borrow().lists > 0).expect("listed");
+    let last = rx.borrow().last_skipped.clone().unwrap_or_default();
+    assert!(!last.is_empty() && rx.borrow().skipped >= 3, "{last}");
+}
+
+/// An etcd backend with `config`, for registering or subscribing in-process.
+fn backend(
+    rt: &tokio::runtime::Runtime,
+    etcd: &Etcd,
+    config: EtcdConfig,
+) -> std::sync::Arc<dyn discovery::Backend> {
+    let _in = rt.enter();
+    let url = RegistryUrl::parse(&etcd.url()).expect("etcd url");
+    let options = BackendOptions {
+        parse_endpoints: axle::manifest::parse_endpoints,
+        manifest_endpoints: Default::default(),
+        lease_ttl: Duration::from_secs(10),
+        resync: Duration::from_millis(500),
+        file_poll: Duration::from_millis(100),
+        etcd: config,
+    };
+    discovery::open(&url, options).expect("etcd backend")
+}
+
+/// Registers `flaky` at `address` through `backend`: the error, if refused.
+fn try_register(
+    rt: &tokio::runtime::Runtime,
+    backend: &dyn discovery::Backend,
+    address: &str,
+) -> Result<discovery::Registration, String> {
+    let key = ServiceKey::new("default", "flaky", "default").expect("key");
+    rt.block_on(backend.register(&key, &Registered::new(address)))
+        .map_err(|e| e.to_string())
+}
+
+/// The embedded manifest with `[discovery.etcd]` holding `etcd`, for `axle serve`.
+fn manifest_with_etcd(dir: &std::path::Path, etcd: &str) -> String {
+    let text = format!(
+        "{}\n[discovery.etcd]\n{etcd}\n",
+        axle::manifest::defaults::EMBEDDED_MANIFEST
+    );
+    let path = dir.join("plugins.toml");
+    std::fs::write(&path, text).expect("write manifest");
+    path.display().to_string()
+}
+
+#[test]
+fn etcd_with_users_lets_only_the_right_password_in() {
+    let Some(etcd) = Etcd::start_or_skip("etcd_with_users_...") else {
+        return;
+    };
+    let rt = rt();
+    let t = TestHost::new();
+    // root (needed to turn auth on) and `axle`, allowed /axle/ only.
+    rt.block_on(async {
+        use etcd_client::Permission;
+        let mut c = etcd_client::Client::connect([etcd.client_url()], None)
+            .await
+            .expect("raw etcd client");
+        c.user_add("root", "root-pw", None).await.expect("root");
+        c.user_grant_role("root", "root").await.expect("root role");
+        c.role_add("axle-rw").await.expect("role");
+        c.role_grant_permission("axle-rw", Permission::read_write("/axle/").with_prefix())
+            .await
+            .expect("grant");
+        c.user_add("axle", "s3cret", None).await.expect("user");
+        c.user_grant_role("axle", "axle-rw")
+            .await
+            .expect("user role");
+        c.auth_enable().await.expect("auth on");
+    });
+    let dir = tempfile::tempdir().expect("dir");
+    let pw = |name: &str, text: &str| {
+        let f = dir.path().join(name);
+        std::fs::write(&f, text).expect("password file");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        f
+    };
+    let as_user = |file: std::path::PathBuf| EtcdConfig {
+        user: Some("axle".into()),
+        password: Some(PasswordSource::File(file)),
+        ..EtcdConfig::default()
+    };
+    // A real provider with the password in a file next to its manifest.
+    pw("etcd.pw", "s3cret\n");
+    let m = manifest_with_etcd(dir.path(), "user = \"axle\"\npassword-file = \"etcd.pw\"");
+    let provider = Provider::start(&etcd.url(), &["--manifest", &m]);
+    let (client, follow) = following_client_with(
+        &rt,
+        &t,
+        &etcd,
+        "round-robin",
+        primary("default"),
+        Duration::ZERO,
+        as_user(dir.path().join("etcd.pw")),
+    );
+    wait_until(Duration::from_secs(5), || follow.state().endpoints == 1).expect("found");
+    assert!(table_has(&client, &provider.addr));
+    let reply = rt.block_on(client.call_raw(
+        "flaky",
+        "echo",
+        bytes::Bytes::from_static(b"hi"),
+        &CallOptions::timeout(Duration::from_secs(2)),
+    ));
+    assert!(reply.is_ok(), "{:?}", reply.err());
+    // Nobody else gets in: no credentials, a wrong password.
+    let anonymous = backend(&rt, &etcd, EtcdConfig::default());
+    let wrong = backend(&rt, &etcd, as_user(pw("wrong.pw", "guess")));
+    for (who, b) in [("anonymous", &anonymous), ("wrong password", &wrong)] {
+        let refused = try_register(&rt, b.as_ref(), "127.0.0.1:7399").err();
+        let says = refused.unwrap_or_else(|| panic!("{who} registered"));
+        if who == "wrong password" {
+            assert!(says.contains("authentication failed"), "{says}");
+        }
+        let rx = {
+            let _in = rt.enter();
+            b.subscribe(&ServiceKey::new("default", "flaky", "default").unwrap())
+        };
+        wait_until(Duration::from_secs(5), || rx.borrow().error.is_some()).expect("an error");
+        let s = rx.borrow().clone();
+        assert!(s.instances.is_empty() && !s.connected, "{who}: {s:?}");
+        eprintln!("{who}: {}", s.error.unwrap_or_default());
+    }
+}
+
+#[test]
+fn etcd_over_tls_needs_its_ca_and_a_client_certificate() {
+    let pki = TestPki::new();
+    let (cert, key) = pki.issue("etcd", "127.0.0.1");
+    let tls = EtcdTls {
+        cert,
+        key,
+        client_ca: pki.ca.clone(),
+    };
+    let Some(etcd) = Etcd::start_tls_or_skip("etcd_over_tls_...", tls) else {
+        return;
+    };
+    let rt = rt();
+    let t = TestHost::new();
+    let (client_cert, client_key) = pki.issue("client", "axle-client");
+    let config = EtcdConfig {
+        ca_file: Some(pki.ca.clone()),
+        cert_file: Some(client_cert.clone()),
+        key_file: Some(client_key.clone()),
+        ..EtcdConfig::default()
+    };
+    // A real provider registers over TLS, a consumer follows over TLS and calls it.
+    let m = manifest_with_etcd(
+        pki.dir.path(),
+        &format!(
+            "ca-file = {:?}\ncert-file = {:?}\nkey-file = {:?}",
+            pki.ca.display().to_string(),
+            client_cert.display().to_string(),
+            client_key.display().to_string()
+        ),
+    );
+    let provider = Provider::start(&etcd.url(), &["--manifest", &m]);
+    let (client, follow) = following_client_with(
+        &rt,
+        &t,
+        &etcd,
+        "round-robin",
+        primary("default"),
+        Duration::ZERO,
+        config.clone(),
+    );
+    wait_until(Duration::from_secs(5), || follow.state().endpoints == 1).expect("found");
+    assert!(table_has(&client, &provider.addr));
+    let reply = rt.block_on(client.call_raw(
+        "flaky",
+        "echo",
+        bytes::Bytes::from_static(b"hi"),
+        &CallOptions::timeout(Duration::from_secs(2)),
+    ));
+    assert!(reply.is_ok(), "{:?}", reply.err());
+    // Refused: plain HTTP, no client certificate, a CA that did not issue etcd's certificate.
+    let other = TestPki::new();
+    let (other_cert, other_key) = other.issue("client", "axle-client");
+    for (what, c) in [
+        ("plain HTTP", EtcdConfig::default()),
+        (
+            "no client certificate",
+            EtcdConfig {
+                ca_file: Some(pki.ca.clone()),
+                ..EtcdConfig::default()
+            },
+        ),
+        (
+            "another CA",
+            EtcdConfig {
+                ca_file: Some(other.ca.clone()),
+                ..config.clone()
+            },
+        ),
+        (
+            "a client certificate from another CA",
+            EtcdConfig {
+                cert_file: Some(other_cert.clone()),
+                key_file: Some(other_key.clone()),
+                ..config.clone()
+            },
+        ),
+    ] {
+        let b = backend(&rt, &etcd, c);
+        let refused = try_register(&rt, b.as_ref(), "127.0.0.1:7399");
+        assert!(refused.is_err(), "{what}: registered");
+        eprintln!("{what}: {}", refused.err().unwrap_or_default());
+    }
+    assert_eq!(
+        follow.state().endpoints,
+        1,
+        "only the provider that used TLS"
     );
 }

@@ -14,15 +14,27 @@
 //!   truth"); an event at or below the revision already applied is stale and discarded.
 //!   While etcd is unreachable the last set stays published (`connected = false`) and the
 //!   loop reconnects with backoff; once etcd answers, a full listing resyncs.
+//! - **Trust.** etcd is reached over TLS when `[discovery.etcd] ca-file` is set (with a
+//!   client certificate when `cert-file`/`key-file` are), and as a user when `user` is
+//!   (the password read from a file or a variable at each connection, so reconnecting
+//!   picks up rotated files). Every entry a consumer lists or is sent is checked
+//!   ([`crate::admit`]) before it joins the set; a bad one is skipped, counted
+//!   ([`Listing::skipped`]) and reported at a bounded rate, never dialled.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, EventType, GetOptions, PutOptions, WatchOptions};
+use etcd_client::{
+    Certificate, Client, ConnectOptions, EventType, GetOptions, Identity, PutOptions, TlsOptions,
+    WatchOptions,
+};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
+use super::admit::{EntryLimits, Skips};
+use super::config::{EtcdConfig, PasswordSource};
 use super::revisions::Tracked;
 use super::{Backend, BackendOptions, DiscoveryError, Listing, Provider, Registration, ServiceKey};
 
@@ -37,20 +49,63 @@ pub struct Etcd {
     hosts: Vec<String>,
     lease_ttl: Duration,
     resync: Duration,
+    config: Arc<EtcdConfig>,
 }
 
 impl Etcd {
+    /// The cluster at `hosts`. The credential and certificate files are read once here, so
+    /// a missing or unreadable one is refused at start rather than retried for ever.
     pub fn new(hosts: Vec<String>, options: BackendOptions) -> Result<Etcd, DiscoveryError> {
-        Ok(Etcd {
+        let etcd = Etcd {
             hosts,
             lease_ttl: options.lease_ttl.max(Duration::from_secs(1)),
             resync: options.resync,
-        })
+            config: Arc::new(options.etcd),
+        };
+        let bad = |reason: String| DiscoveryError::BadUrl {
+            url: etcd.url(),
+            reason,
+        };
+        let c = &etcd.config;
+        c.read_password().map_err(bad)?;
+        for (what, file) in [
+            ("ca-file", &c.ca_file),
+            ("cert-file", &c.cert_file),
+            ("key-file", &c.key_file),
+        ] {
+            if let Some(f) = file {
+                read_pem(f, what).map_err(bad)?;
+            }
+        }
+        if c.user.is_some() && !c.tls() {
+            tracing::warn!(
+                registry = etcd.url(),
+                "the etcd password goes over plain HTTP: set [discovery.etcd] ca-file to use TLS"
+            );
+        }
+        #[cfg(unix)]
+        if let Some(PasswordSource::File(f)) = &c.password {
+            use std::os::unix::fs::PermissionsExt;
+            if std::fs::metadata(f).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+                tracing::warn!(file = %f.display(), "the etcd password file is readable by other users (chmod 600)");
+            }
+        }
+        Ok(etcd)
     }
 
     fn url(&self) -> String {
-        format!("etcd://{}", self.hosts.join(","))
+        let tls = if self.config.tls() { " (TLS)" } else { "" };
+        format!("etcd://{}{tls}", self.hosts.join(","))
     }
+}
+
+/// A PEM file's bytes.
+fn read_pem(file: &Path, what: &str) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("{what} {}: {e}", file.display()))?;
+    if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
+        return Err(format!("{what} {}: not a PEM file", file.display()));
+    }
+    Ok(bytes)
 }
 
 /// The prefix of a discovery key's providers.
@@ -61,16 +116,38 @@ pub fn prefix(key: &ServiceKey) -> String {
     )
 }
 
-/// Connects lazily: the channel dials on first use and re-dials after etcd restarts, so
-/// one client serves a registration or a subscription for its whole life. HTTP/2
-/// keep-alives notice a dead etcd under a quiet watch within a couple of seconds.
-async fn connect(hosts: &[String]) -> Result<Client, etcd_client::Error> {
-    let urls: Vec<String> = hosts.iter().map(|h| format!("http://{h}")).collect();
-    let options = ConnectOptions::new()
+/// A client of `hosts`. Without credentials it connects lazily: the channel dials on first
+/// use and re-dials after etcd restarts. With a user it authenticates now (and again
+/// whenever etcd says the token expired). TLS and credentials are read from their files
+/// here, so a new client picks up rotated ones. HTTP/2 keep-alives notice a dead etcd
+/// under a quiet watch within a couple of seconds.
+async fn connect(hosts: &[String], config: &EtcdConfig) -> Result<Client, String> {
+    let scheme = if config.tls() { "https" } else { "http" };
+    let urls: Vec<String> = hosts.iter().map(|h| format!("{scheme}://{h}")).collect();
+    let mut options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(1))
         .with_keep_alive(Duration::from_secs(1), Duration::from_secs(1))
         .with_keep_alive_while_idle(true);
-    Client::connect(urls, Some(options)).await
+    if let (Some(user), Some(password)) = (&config.user, config.read_password()?) {
+        options = options
+            .with_user(user.clone(), password)
+            .with_auto_token_refresh(true);
+    }
+    if let Some(ca) = &config.ca_file {
+        let mut tls =
+            TlsOptions::new().ca_certificate(Certificate::from_pem(read_pem(ca, "ca-file")?));
+        if let (Some(cert), Some(key)) = (&config.cert_file, &config.key_file) {
+            tls = tls.identity(Identity::from_pem(
+                read_pem(cert, "cert-file")?,
+                read_pem(key, "key-file")?,
+            ));
+        }
+        if let Some(name) = &config.server_name {
+            tls = tls.domain_name(name.clone());
+        }
+        options = options.with_tls(tls);
+    }
+    bounded(Client::connect(urls, Some(options))).await
 }
 
 /// A unary request with [`REQUEST_TIMEOUT`].
@@ -99,6 +176,7 @@ impl Backend for Etcd {
         instance: &Provider,
     ) -> BoxFuture<'static, Result<Registration, DiscoveryError>> {
         let hosts = self.hosts.clone();
+        let config = self.config.clone();
         let url = self.url();
         let ttl = self.lease_ttl;
         let etcd_key = format!("{}{}", prefix(key), instance.address);
@@ -108,9 +186,7 @@ impl Backend for Etcd {
                 backend: url.clone(),
                 reason,
             };
-            let mut client = connect(&hosts)
-                .await
-                .map_err(|e| unavailable(e.to_string()))?;
+            let mut client = connect(&hosts, &config).await.map_err(unavailable)?;
             // The first registration must work: a provider that was asked to register and
             // cannot should say so at start, not serve invisibly.
             let lease = grant_and_put(&mut client, ttl, &etcd_key, &value)
@@ -120,6 +196,7 @@ impl Backend for Etcd {
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
             let task = tokio::spawn(keep_registered(
                 client,
+                (hosts, config),
                 ttl,
                 etcd_key.clone(),
                 value,
@@ -132,7 +209,13 @@ impl Backend for Etcd {
 
     fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Listing> {
         let (tx, rx) = watch::channel(Listing::default());
-        tokio::spawn(follow(self.hosts.clone(), prefix(key), self.resync, tx));
+        tokio::spawn(follow(
+            self.hosts.clone(),
+            self.config.clone(),
+            prefix(key),
+            self.resync,
+            tx,
+        ));
         rx
     }
 }
@@ -156,9 +239,12 @@ async fn grant_and_put(
     Ok(lease)
 }
 
-/// Keeps the lease alive until `stop`, then deletes the key and revokes the lease.
+/// Keeps the lease alive until `stop`, then deletes the key and revokes the lease. After
+/// a failure it connects anew (`cluster`), so rotated credentials and certificates are
+/// used.
 async fn keep_registered(
     mut client: Client,
+    cluster: (Vec<String>, Arc<EtcdConfig>),
     ttl: Duration,
     key: String,
     value: Vec<u8>,
@@ -168,6 +254,15 @@ async fn keep_registered(
     let every = ttl / 3;
     let mut backoff = BACKOFF_MIN;
     'session: loop {
+        if backoff > BACKOFF_MIN {
+            tokio::select! {
+                _ = &mut stop => break 'session,
+                c = connect(&cluster.0, &cluster.1) => match c {
+                    Ok(c) => client = c,
+                    Err(e) => tracing::debug!(%key, "cannot reconnect yet: {e}"),
+                },
+            }
+        }
         // A keep-alive stream for the current lease (or a new lease if it expired).
         let stream = bounded(client.lease_keep_alive(lease)).await;
         let (mut keeper, mut responses) = match stream {
@@ -244,17 +339,28 @@ async fn keep_registered(
     tracing::info!(%key, "deregistered");
 }
 
-/// The consumer's loop for one prefix: list, watch, re-list; publish into `tx`.
-async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch::Sender<Listing>) {
+/// The consumer's loop for one prefix: list, watch, re-list; publish into `tx`. After an
+/// error the client is dropped and a new one connects (rotated credentials are read).
+async fn follow(
+    hosts: Vec<String>,
+    config: Arc<EtcdConfig>,
+    prefix: String,
+    resync: Duration,
+    tx: watch::Sender<Listing>,
+) {
+    let limits = &config.limits;
     let mut client = None;
     let mut t = Tracked::default();
+    let mut skips = Skips::new(&prefix);
     let mut backoff = BACKOFF_MIN;
-    let publish = |tx: &watch::Sender<Listing>, t: &Tracked, listed: bool| {
+    let publish = |tx: &watch::Sender<Listing>, t: &Tracked, skips: &Skips, listed: bool| {
         tx.send_modify(|s| {
             s.revision = t.applied;
             s.instances = Arc::new(t.set.values().cloned().collect());
             s.connected = true;
             s.error = None;
+            s.skipped = skips.total;
+            s.last_skipped.clone_from(&skips.last);
             if listed {
                 s.lists += 1;
             }
@@ -274,10 +380,10 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
         }
         let c = match &mut client {
             Some(c) => c,
-            None => match connect(&hosts).await {
+            None => match connect(&hosts, &config).await {
                 Ok(c) => client.insert(c),
                 Err(e) => {
-                    unreachable(&tx, &e.to_string());
+                    unreachable(&tx, &e);
                     if wait(&tx, &mut backoff).await {
                         return;
                     }
@@ -286,16 +392,17 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
             },
         };
         // Pull.
-        match list(c, &prefix).await {
+        match list(c, &prefix, limits, &mut skips).await {
             Ok((rev, listed)) => {
                 if t.listing(rev, listed) {
-                    publish(&tx, &t, true);
+                    publish(&tx, &t, &skips, true);
                 } else {
                     tracing::debug!(%prefix, rev, t.applied, "discarding a listing older than the set held");
                 }
             }
             Err(e) => {
                 unreachable(&tx, &e);
+                client = None;
                 if wait(&tx, &mut backoff).await {
                     return;
                 }
@@ -311,6 +418,7 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
             Ok(s) => s,
             Err(e) => {
                 unreachable(&tx, &e);
+                client = None;
                 if wait(&tx, &mut backoff).await {
                     return;
                 }
@@ -318,23 +426,23 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
             }
         };
         let mut next_list = tokio::time::Instant::now() + resync;
-        loop {
+        let failed = loop {
             tokio::select! {
                 _ = tx.closed() => return,
                 _ = tokio::time::sleep_until(next_list) => {
                     next_list = tokio::time::Instant::now() + resync;
-                    match list(c, &prefix).await {
+                    match list(c, &prefix, limits, &mut skips).await {
                         Ok((rev, listed)) => {
                             if listed != t.set && rev >= t.applied {
                                 tracing::info!(%prefix, rev, "re-list corrected the set");
                             }
                             if t.listing(rev, listed) {
-                                publish(&tx, &t, true);
+                                publish(&tx, &t, &skips, true);
                             }
                         }
                         Err(e) => {
                             unreachable(&tx, &e);
-                            break;
+                            break true;
                         }
                     }
                 }
@@ -344,42 +452,46 @@ async fn follow(hosts: Vec<String>, prefix: String, resync: Duration, tx: watch:
                             // Compacted past our revision, or etcd dropped the watch:
                             // start over from a listing.
                             tracing::info!(%prefix, reason = resp.cancel_reason(), "watch cancelled; re-listing");
-                            break;
+                            break false;
                         }
+                        let skipped = skips.total;
                         let mut changed = false;
                         for ev in resp.events() {
                             let Some(kv) = ev.kv() else { continue };
-                            let Ok(k) = kv.key_str() else { continue };
-                            let address = k.strip_prefix(prefix.as_str()).unwrap_or(k).to_string();
+                            let rev = kv.mod_revision();
                             let instance = match ev.event_type() {
-                                EventType::Put => match Provider::decode(kv.value()) {
-                                    Ok(i) => Some(i),
-                                    Err(e) => {
-                                        // A bad value replaces a good one: drop the address.
-                                        tracing::warn!(key = k, "ignoring a malformed registration: {e}");
+                                EventType::Put => match admit(&prefix, kv.key(), kv.value(), limits, &t.set) {
+                                    Ok((_, i)) => Some(i),
+                                    Err((k, why)) => {
+                                        // A bad value replaces a good one: the address is dropped.
+                                        skips.skip(&k, rev, &why);
                                         None
                                     }
                                 },
                                 EventType::Delete => None,
                             };
-                            changed |= t.event(kv.mod_revision(), address, instance);
+                            let Some(name) = name_of(&prefix, kv.key()) else { continue };
+                            changed |= t.event(rev, name.to_string(), instance);
                         }
                         // Only events' own revisions count: a response header's revision
                         // may run ahead of catch-up events still to come.
-                        if changed {
-                            publish(&tx, &t, false);
+                        if changed || skips.total != skipped {
+                            publish(&tx, &t, &skips, false);
                         }
                     }
                     Ok(None) => {
                         unreachable(&tx, "watch stream ended");
-                        break;
+                        break true;
                     }
                     Err(e) => {
                         unreachable(&tx, &e.to_string());
-                        break;
+                        break true;
                     }
                 },
             }
+        };
+        if failed {
+            client = None;
         }
         if wait(&tx, &mut backoff).await {
             return;
@@ -397,24 +509,64 @@ async fn wait(tx: &watch::Sender<Listing>, backoff: &mut Duration) -> bool {
     closed
 }
 
-/// Every instance under `prefix`, and the revision of the listing. Malformed values are
-/// skipped with a warning (one bad writer must not hide every provider).
+/// The part of `key` after `prefix` (the address a provider registered under), if `key`
+/// is UTF-8 and under `prefix`.
+fn name_of<'k>(prefix: &str, key: &'k [u8]) -> Option<&'k str> {
+    std::str::from_utf8(key).ok()?.strip_prefix(prefix)
+}
+
+/// One entry checked for a set that holds `set` already: the provider, or the key (for
+/// messages) and why it is skipped.
+fn admit(
+    prefix: &str,
+    key: &[u8],
+    value: &[u8],
+    limits: &EntryLimits,
+    set: &BTreeMap<String, Provider>,
+) -> Result<(String, Provider), (String, String)> {
+    let Some(name) = name_of(prefix, key) else {
+        let k = String::from_utf8_lossy(key).into_owned();
+        return Err((k, "the key is not UTF-8".into()));
+    };
+    let key = format!("{prefix}{name}");
+    if !set.contains_key(name) && set.len() >= limits.max_instances {
+        let why = format!("over max-instances ({}) for this key", limits.max_instances);
+        return Err((key, why));
+    }
+    match limits.admit(name, value) {
+        Ok(p) => Ok((name.to_string(), p)),
+        Err(why) => Err((key, why)),
+    }
+}
+
+/// Every valid instance under `prefix` (at most `max-instances`, the first in key order),
+/// and the revision of the listing. Bad entries are skipped and reported through `skips`
+/// (one bad writer must not hide every provider). At most four times `max-instances`
+/// keys are read, so a registry flooded with keys cannot exhaust a consumer's memory.
 async fn list(
     client: &mut Client,
     prefix: &str,
+    limits: &EntryLimits,
+    skips: &mut Skips,
 ) -> Result<(i64, BTreeMap<String, Provider>), String> {
-    let resp = bounded(client.get(prefix, Some(GetOptions::new().with_prefix()))).await?;
+    let most = i64::try_from(limits.max_instances.saturating_mul(4)).unwrap_or(i64::MAX);
+    let options = GetOptions::new().with_prefix().with_limit(most);
+    let resp = bounded(client.get(prefix, Some(options))).await?;
     let rev = resp.header().map_or(0, |h| h.revision());
+    skips.listing_cut(resp.more().then(|| (resp.kvs().len(), resp.count())));
     let mut set = BTreeMap::new();
+    let mut bad = Vec::new();
     for kv in resp.kvs() {
-        let Ok(k) = kv.key_str() else { continue };
-        let address = k.strip_prefix(prefix).unwrap_or(k).to_string();
-        match Provider::decode(kv.value()) {
-            Ok(i) => {
-                set.insert(address, i);
+        match admit(prefix, kv.key(), kv.value(), limits, &set) {
+            Ok((name, i)) => {
+                set.insert(name, i);
             }
-            Err(e) => tracing::warn!(key = k, "ignoring a malformed registration: {e}"),
+            Err((k, why)) => {
+                skips.skip(&k, kv.mod_revision(), &why);
+                bad.push((k, kv.mod_revision()));
+            }
         }
     }
+    skips.keep_only(&bad);
     Ok((rev, set))
 }

@@ -56,7 +56,7 @@ impl Backend for WatchedFile {
                     instances: Arc::new(instances),
                     connected: true,
                     lists: 1,
-                    error: None,
+                    ..Listing::default()
                 }
             }
             Err(e) => {

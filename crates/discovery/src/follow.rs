@@ -45,6 +45,9 @@ pub struct FollowState {
     pub lists: u64,
     /// Tables pushed to the client so far.
     pub updates: u64,
+    /// Registry entries of the groups followed that were skipped as invalid or over a
+    /// cap (never dialled), each key revision once.
+    pub skipped: u64,
 }
 
 /// The table to build from the groups' snapshots.
@@ -199,6 +202,7 @@ async fn run(
             target.set_warmups(&service, &moved);
             let group = plan.group.to_string();
             let endpoints = plan.instances.len();
+            let skipped = p.skipped + s.as_ref().map_or(0, |s| s.skipped);
             tx.send_if_modified(|s| {
                 let next = FollowState {
                     group: if synced { group } else { String::new() },
@@ -206,6 +210,7 @@ async fn run(
                     connected: p.connected,
                     lists: p.lists,
                     updates: s.updates,
+                    skipped,
                 };
                 let changed = *s != next;
                 *s = next;

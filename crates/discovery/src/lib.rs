@@ -17,7 +17,14 @@
 //! time, warm-up, version); consumers [`Backend::subscribe`] to a key and always hold the
 //! latest [`Listing`]. Backends that can fail (etcd) keep the last good snapshot while
 //! they cannot reach their source, so callers go on serving from it.
+//!
+//! What etcd returns is not trusted as is: every entry is checked ([`admit`]: size, address,
+//! tags, optional allowed address ranges, a cap on providers per key) and a bad one is
+//! skipped with a rate-limited warning and counted in [`Listing::skipped`], never dialled.
+//! etcd itself can be reached over TLS, with a client certificate and with a user and
+//! password (`[discovery.etcd]`, [`config::EtcdConfig`]).
 
+pub mod admit;
 pub mod config;
 pub mod defaults;
 #[cfg(feature = "etcd")]
@@ -38,7 +45,7 @@ use tokio::sync::watch;
 
 pub use axle_core::EndpointSpec;
 
-pub use config::DiscoveryConfig;
+pub use config::{DiscoveryConfig, EtcdConfig};
 
 /// What went wrong in discovery. Every message names the registry or value at fault.
 #[derive(Debug, thiserror::Error)]
@@ -202,6 +209,11 @@ pub struct Listing {
     pub lists: u64,
     /// Why the registry could not be reached, when it could not.
     pub error: Option<String>,
+    /// Registry entries skipped so far as invalid or over a cap (each key revision once):
+    /// never dialled.
+    pub skipped: u64,
+    /// The last skipped entry and why (`key: reason`, shortened).
+    pub last_skipped: Option<String>,
 }
 
 /// A registration that stays in force until [`Registration::deregister`] (or the
@@ -352,6 +364,8 @@ pub struct BackendOptions {
     pub resync: Duration,
     /// How often a watched file is checked.
     pub file_poll: Duration,
+    /// How etcd is reached (TLS, credentials) and what is accepted from it.
+    pub etcd: EtcdConfig,
 }
 
 /// The backend a URL names. Must run inside a tokio runtime (backends spawn tasks).

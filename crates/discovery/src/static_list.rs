@@ -68,7 +68,7 @@ impl Backend for StaticList {
             instances: Arc::new(select(&self.endpoints, key)),
             connected: true,
             lists: 1,
-            error: None,
+            ..Listing::default()
         });
         rx
     }

@@ -1,3 +1,4 @@
+use std::path::Path;
 use std::time::Duration;
 
 use super::*;
@@ -114,7 +115,7 @@ fn snapshot(addrs: &[&str]) -> Listing {
         instances: std::sync::Arc::new(addrs.iter().map(|a| Provider::new(*a)).collect()),
         connected: true,
         lists: 1,
-        error: None,
+        ..Listing::default()
     }
 }
 
@@ -186,6 +187,7 @@ async fn a_watched_file_is_reread_and_a_broken_one_keeps_the_last_good_list() {
             lease_ttl: Duration::from_secs(10),
             resync: Duration::from_secs(1),
             file_poll: Duration::from_millis(20),
+            etcd: Default::default(),
         },
     )
     .unwrap();
@@ -247,4 +249,150 @@ fn stale_listings_and_events_are_discarded() {
     assert_eq!(t.set.keys().collect::<Vec<_>>(), ["h:3"]);
     assert!(!t.event(19, "h:4".into(), Some(Provider::new("h:4"))));
     assert_eq!(t.applied, 20);
+}
+
+/// `[discovery]` written as JSON (the same serde tables the manifest reads from TOML).
+fn discovery(v: serde_json::Value) -> Result<DiscoveryConfig, (String, String)> {
+    let raw: config::RawDiscovery =
+        serde_json::from_value(v).map_err(|e| (String::new(), e.to_string()))?;
+    DiscoveryConfig::from_raw(raw, &Default::default(), Path::new("/etc/axle"))
+}
+
+#[test]
+fn the_etcd_table_takes_tls_credentials_and_caps() {
+    use config::PasswordSource;
+    let d = discovery(serde_json::json!({})).unwrap();
+    assert_eq!(d.etcd, EtcdConfig::default());
+    assert!(!d.etcd.tls());
+    assert_eq!(d.etcd.limits.max_instances, defaults::MAX_INSTANCES_PER_SERVICE);
+    let d = discovery(serde_json::json!({ "etcd": {
+        "user": "axle",
+        "password-file": "etcd.pw",
+        "ca-file": "/pki/ca.pem",
+        "cert-file": "client.pem",
+        "key-file": "client.key",
+        "server-name": "etcd.internal",
+        "allowed-networks": ["10.0.0.0/8", "fd00::/8"],
+        "max-instances": 8,
+        "max-value-bytes": 2048,
+        "max-tags": 4,
+        "max-tag-bytes": 64,
+    }}))
+    .unwrap()
+    .etcd;
+    assert!(d.tls());
+    assert_eq!(d.user.as_deref(), Some("axle"));
+    assert_eq!(
+        d.password,
+        Some(PasswordSource::File("/etc/axle/etcd.pw".into())),
+        "relative to the manifest's folder"
+    );
+    assert_eq!(d.ca_file.as_deref(), Some(Path::new("/pki/ca.pem")));
+    assert_eq!(
+        d.cert_file.as_deref(),
+        Some(Path::new("/etc/axle/client.pem"))
+    );
+    assert_eq!(d.server_name.as_deref(), Some("etcd.internal"));
+    assert_eq!(d.limits.allowed_networks.len(), 2);
+    assert_eq!(
+        (
+            d.limits.max_instances,
+            d.limits.max_value_bytes,
+            d.limits.max_tags,
+            d.limits.max_tag_bytes
+        ),
+        (8, 2048, 4, 64)
+    );
+    let env =
+        discovery(serde_json::json!({ "etcd": { "user": "u", "password-env": "AXLE_TEST_PW" } }))
+            .unwrap()
+            .etcd;
+    assert_eq!(
+        env.password,
+        Some(PasswordSource::Env("AXLE_TEST_PW".into()))
+    );
+}
+
+#[test]
+fn the_etcd_table_refuses_inline_passwords_and_half_settings() {
+    let refused = |etcd: serde_json::Value| {
+        let (key, why) = discovery(serde_json::json!({ "etcd": etcd })).unwrap_err();
+        format!("{key}: {why}")
+    };
+    let inline = refused(serde_json::json!({ "user": "u", "password": "hunter2" }));
+    assert!(
+        inline.contains("discovery.etcd.password") && inline.contains("never written"),
+        "{inline}"
+    );
+    assert!(
+        !inline.contains("hunter2"),
+        "the secret is not echoed: {inline}"
+    );
+    for (etcd, says) in [
+        (
+            serde_json::json!({ "user": "u" }),
+            "needs password-file or password-env",
+        ),
+        (serde_json::json!({ "password-file": "p" }), "needs a user"),
+        (
+            serde_json::json!({ "user": "u", "password-file": "p", "password-env": "V" }),
+            "not both",
+        ),
+        (
+            serde_json::json!({ "user": "u", "password-env": "A=B" }),
+            "not an environment variable",
+        ),
+        (
+            serde_json::json!({ "user": "", "password-env": "V" }),
+            "empty user",
+        ),
+        (
+            serde_json::json!({ "cert-file": "c", "ca-file": "a" }),
+            "go together",
+        ),
+        (
+            serde_json::json!({ "cert-file": "c", "key-file": "k" }),
+            "needs TLS",
+        ),
+        (serde_json::json!({ "server-name": "x" }), "needs TLS"),
+        (
+            serde_json::json!({ "allowed-networks": ["10.0.0.0/33"] }),
+            "allowed-networks",
+        ),
+        (serde_json::json!({ "max-instances": 0 }), "at least 1"),
+        (serde_json::json!({ "max-tags": 100000 }), "at most"),
+        (serde_json::json!({ "passwd": "x" }), "unknown field"),
+    ] {
+        let got = refused(etcd.clone());
+        assert!(got.contains(says), "{etcd}: {got}");
+    }
+}
+
+#[test]
+fn the_password_is_read_from_its_file_or_variable_when_connecting() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pw");
+    std::fs::write(&file, "s3cret\n").unwrap();
+    let c = EtcdConfig {
+        user: Some("u".into()),
+        password: Some(config::PasswordSource::File(file.clone())),
+        ..EtcdConfig::default()
+    };
+    assert_eq!(c.read_password().unwrap().as_deref(), Some("s3cret"));
+    std::fs::write(&file, "rotated").unwrap();
+    assert_eq!(c.read_password().unwrap().as_deref(), Some("rotated"));
+    std::fs::write(&file, "\n").unwrap();
+    assert!(c.read_password().unwrap_err().contains("empty"));
+    std::fs::remove_file(&file).unwrap();
+    assert!(c.read_password().unwrap_err().contains("password-file"));
+    let missing = EtcdConfig {
+        password: Some(config::PasswordSource::Env(
+            "AXLE_TEST_SURELY_UNSET_VAR".into(),
+        )),
+        ..c
+    };
+    assert!(missing
+        .read_password()
+        .unwrap_err()
+        .contains("AXLE_TEST_SURELY_UNSET_VAR"));
 }
