@@ -13,6 +13,9 @@ pub(crate) mod stages;
 pub(crate) mod state;
 mod views;
 
+#[cfg(test)]
+mod tests;
+
 pub use error::CallError;
 pub use options::CallOptions;
 pub use state::ClientConfig;
@@ -177,10 +180,13 @@ impl Client {
         value: &Value,
         options: &CallOptions,
     ) -> Result<Answer<Value>, CallError> {
+        // The budget runs from here: the serializer's time (a replacement instance
+        // included) is the call's.
+        let started = Instant::now();
         let svc = self.state.service(service)?;
         let (body, content_type) = stages::encode::encode(&svc, value)?;
         let reply = self
-            .invoke(service, method, body, &content_type, options)
+            .invoke(service, method, body, &content_type, options, started)
             .await?;
         Ok(Answer {
             value: stages::encode::decode(&self.state, &reply)?,
@@ -215,7 +221,7 @@ impl Client {
         body: Bytes,
         options: &CallOptions,
     ) -> Result<Reply, CallError> {
-        self.invoke(service, method, body, payload::RAW, options)
+        self.invoke(service, method, body, payload::RAW, options, Instant::now())
             .await
     }
 

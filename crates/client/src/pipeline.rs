@@ -6,14 +6,17 @@
 //! ```text
 //! encode      stages/encode.rs    once per call, before any attempt (typed calls only;
 //!                                 raw bytes skip it): every attempt sends the same bytes
-//! deadline    here                one budget for the whole call, shared by every attempt
+//! deadline    here                one budget for the whole call, shared by every attempt;
+//!                                 it runs from before encoding, so plugin and connect time
+//!                                 count against it
 //! breaker     governance          the method's breaker: open fails fast, nothing else runs
 //!                                 (a declared method's own; other names share `*`'s)
 //! route       stages/route.rs     router plugins narrow the rotation (memoised per shape)
 //! select      stages/select.rs    the selector plugin picks, tried endpoints excluded
 //! send        stages/send.rs      one attempt on the endpoint's multiplexed connection
 //! feedback    stages/feedback.rs  facts, the endpoint's breaker, the selector's outcome
-//! retry       stages/retry.rs     failover / retry / hedge, within budget and deadline
+//! retry       stages/retry.rs     failover / retry / hedge, within budget and deadline;
+//!                                 failovers capped per call (`max-failovers`)
 //! fallback    stages/fallback.rs  the method's fallback when the call finally fails
 //! ```
 //!
@@ -30,16 +33,21 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use axle_core::payload;
-use axle_governance::breaker::Permit;
 use axle_governance::{Fallback, Governance};
+use axle_transport::TransportError;
 
-use crate::stages::{self, retry::Next};
-use crate::state::{self, ServiceState};
+use crate::stages::{self, feedback::Attempt, feedback::Finding, retry::Next};
+use crate::state::ServiceState;
 use crate::{Call, CallError, CallOptions, Client, Reply};
 
 impl Client {
     /// The whole call: deadline → breaker → attempts (retries, failover, hedging) →
-    /// fallback.
+    /// fallback. The budget runs from `started` (before the request was encoded), so
+    /// plugin time counts against it like network time.
+    ///
+    /// Whatever the call holds is given back however it ends, its future dropped
+    /// included: the method's breaker permit (a [`Pass`](axle_governance::breaker::Pass)),
+    /// each attempt's endpoint permit and in-flight count ([`Attempt`]).
     pub(crate) async fn invoke(
         &self,
         service: &str,
@@ -47,18 +55,18 @@ impl Client {
         body: Bytes,
         content_type: &str,
         options: &CallOptions,
+        started: Instant,
     ) -> Result<Reply, CallError> {
         self.start_monitor();
         let svc = self.state.service(service)?;
         let policy = svc.policy(method);
         let g = &policy.governance;
-        let now = Instant::now();
-        let deadline = now + options.timeout.unwrap_or(g.timeout());
-        let result = match policy.breaker.try_acquire() {
-            Permit::Rejected => Err(CallError::BreakerOpen {
+        let deadline = started + options.timeout.unwrap_or(g.timeout());
+        let result = match policy.breaker.pass() {
+            None => Err(CallError::BreakerOpen {
                 target: format!("{service}/{method}"),
             }),
-            permit => {
+            Some(pass) => {
                 svc.budget.deposit();
                 let call = Call {
                     svc: &svc,
@@ -70,10 +78,8 @@ impl Client {
                     deadline,
                 };
                 let result = self.attempts(&call, g).await;
-                let slow = policy.breaker.is_slow(now.elapsed());
-                policy
-                    .breaker
-                    .record(permit, stages::feedback::verdict(&result, slow));
+                let slow = policy.breaker.is_slow(started.elapsed());
+                pass.record(stages::feedback::verdict(&result, slow));
                 result
             }
         };
@@ -87,12 +93,12 @@ impl Client {
         }
     }
 
-    /// Attempts until one succeeds, or a failure is final, or retries, budget or deadline
-    /// run out. The first attempt is hedged when the method says so.
+    /// Attempts until one succeeds, or a failure is final, or retries, failovers, budget
+    /// or deadline run out. The first attempt is hedged when the method says so.
     async fn attempts(&self, call: &Call<'_>, g: &Governance) -> Result<Reply, CallError> {
         let candidates = stages::route::candidates(call.svc, call.policy, call.options)?;
         let mut tried: Vec<u32> = Vec::new();
-        let mut retries_used = 0;
+        let (mut retries_used, mut failovers) = (0, 0);
         let hedge =
             (g.idempotent && g.hedge_delay_ms > 0).then(|| Duration::from_millis(g.hedge_delay_ms));
         loop {
@@ -104,7 +110,8 @@ impl Client {
                 Ok(reply) => return Ok(reply),
                 Err(e) => e,
             };
-            match stages::retry::next(&err, g.idempotent) {
+            let next = stages::retry::next(&err, g.idempotent);
+            let wait = match next {
                 Next::Final => return Err(err),
                 Next::Retry if retries_used >= g.retries => return Err(err),
                 Next::Retry => {
@@ -113,24 +120,26 @@ impl Client {
                         retries_used,
                     );
                     retries_used += 1;
-                    if !stages::retry::fits(wait, call.deadline) || !call.svc.budget.withdraw() {
-                        return Err(err);
-                    }
-                    if !wait.is_zero() {
-                        tokio::time::sleep(wait).await;
-                    }
+                    wait
                 }
                 // Failover never re-runs a handler, and each endpoint is tried at most
-                // once per call, so it is bounded without the retry budget (as Finagle's
-                // requeues are kept apart from its retries).
+                // once per call; it is also capped per call, and one after a provider's
+                // refusal needs the budget (Finagle keeps requeues apart from retries;
+                // under cluster-wide overload they must not multiply the load either).
+                Next::Failover if failovers >= g.max_failovers => return Err(err),
                 Next::Failover => {
-                    if Instant::now() >= call.deadline {
-                        return Err(err);
-                    }
+                    failovers += 1;
+                    Duration::ZERO
                 }
-            }
-            if tried.len() >= candidates.members.len() {
+            };
+            if !stages::retry::fits(wait, call.deadline)
+                || tried.len() >= candidates.members.len()
+                || (stages::retry::costs_budget(&err, next) && !call.svc.budget.withdraw())
+            {
                 return Err(err);
+            }
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
             }
         }
     }
@@ -142,19 +151,23 @@ impl Client {
         candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
     ) -> Result<Reply, CallError> {
-        let (ep, permit) = self.choose(call, candidates, tried)?;
-        self.send_to(call, ep, permit).await
+        let attempt = self.choose(call, candidates, tried)?;
+        self.send_to(call, attempt).await
     }
 
     /// Picks the next endpoint (excluding `tried`, and endpoints whose breaker is open)
-    /// and records it as tried.
+    /// and records it as tried. Nothing is picked once the budget is gone (plugins and
+    /// earlier attempts took it).
     fn choose(
         &self,
         call: &Call<'_>,
         candidates: &stages::route::Candidates,
         tried: &mut Vec<u32>,
-    ) -> Result<(Arc<state::Endpoint>, Permit), CallError> {
-        let (ep, permit) = stages::select::pick(
+    ) -> Result<Attempt, CallError> {
+        if Instant::now() >= call.deadline {
+            return Err(CallError::Transport(TransportError::Timeout));
+        }
+        let attempt = stages::select::pick(
             &self.state,
             call.svc,
             &call.policy.selector,
@@ -162,33 +175,41 @@ impl Client {
             tried,
             call.options,
         )?;
-        tried.push(ep.id);
-        Ok((ep, permit))
+        tried.push(attempt.ep.id);
+        Ok(attempt)
     }
 
-    /// Sends to one chosen endpoint and records the outcome.
-    async fn send_to(
-        &self,
-        call: &Call<'_>,
-        ep: Arc<state::Endpoint>,
-        permit: Permit,
-    ) -> Result<Reply, CallError> {
+    /// Sends to one chosen endpoint and records the outcome. Dropped before that (a
+    /// hedge's loser, a caller that stopped waiting), the attempt gives back what it held.
+    async fn send_to(&self, call: &Call<'_>, mut attempt: Attempt) -> Result<Reply, CallError> {
         let now = Instant::now();
-        let started = stages::feedback::started(&ep, now);
-        let result =
-            stages::send::send(&ep, call, call.deadline.saturating_duration_since(now)).await;
-        if stages::feedback::finished(&call.policy.selector, &ep, permit, started, &result) {
-            // Rare (once per endpoint going down): out of rotation before the next pick.
-            self.state.publish();
-            self.state
-                .event(&ep, crate::health::HealthChange::Unreachable);
+        if now >= call.deadline {
+            // The pick took what was left: nothing is sent, nothing is learnt.
+            return Err(CallError::Transport(TransportError::Timeout));
+        }
+        attempt.sent(now);
+        let ep = attempt.ep.clone();
+        let result = stages::send::send(&ep, call, call.deadline - now).await;
+        match attempt.finish(&call.policy.selector, &result) {
+            Finding::Nothing => {}
+            // Rare (once per endpoint going down): out of rotation before the next pick,
+            // and re-dialled until it answers again.
+            Finding::Unreachable => {
+                self.state.publish();
+                self.state
+                    .event(&ep, crate::health::HealthChange::Unreachable);
+                crate::health::redial::start(&self.state, &ep);
+            }
+            // Stopping (or shedding this connection): a fresh connection tells which.
+            Finding::GoingAway => crate::health::redial::start(&self.state, &ep),
         }
         result
     }
 
     /// The first attempt, with a backup to another endpoint if no answer came within
-    /// `delay`: the first success wins and the other is cancelled (dropping its future
-    /// sends a `cancel` frame). A backup needs the retry budget.
+    /// `delay`: the first success wins and the other is dropped (its connection sends a
+    /// `cancel` frame; its attempt gives back its permit and in-flight count). A backup
+    /// needs the retry budget.
     async fn hedged(
         &self,
         call: &Call<'_>,
@@ -196,8 +217,8 @@ impl Client {
         tried: &mut Vec<u32>,
         delay: Duration,
     ) -> Result<Reply, CallError> {
-        let (first_ep, first_permit) = self.choose(call, candidates, tried)?;
-        let first = self.send_to(call, first_ep, first_permit);
+        let first = self.choose(call, candidates, tried)?;
+        let first = self.send_to(call, first);
         tokio::pin!(first);
         tokio::select! {
             r = &mut first => return r,
@@ -207,7 +228,7 @@ impl Client {
             return first.await;
         }
         let backup = match self.choose(call, candidates, tried) {
-            Ok((ep, permit)) => self.send_to(call, ep, permit),
+            Ok(attempt) => self.send_to(call, attempt),
             Err(_) => return first.await,
         };
         tokio::pin!(backup);
@@ -251,7 +272,8 @@ impl Client {
                     fallback: false,
                     ..options.clone()
                 };
-                Box::pin(self.invoke(service, method, body, content_type, &options)).await?
+                let now = Instant::now();
+                Box::pin(self.invoke(service, method, body, content_type, &options, now)).await?
             }
         };
         reply.fallback = true;

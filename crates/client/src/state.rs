@@ -285,6 +285,9 @@ pub struct ClientState {
     generation: std::sync::atomic::AtomicU64,
     /// Wakes the health monitor (a refused connect, new membership).
     pub changed: Arc<tokio::sync::Notify>,
+    /// Told by the endpoints' links when a connection stops taking requests (goaway,
+    /// closed): wakes the monitor's re-dialling (`health::redial`).
+    pub links: Arc<tokio::sync::Notify>,
     events: tokio::sync::broadcast::Sender<HealthEvent>,
 }
 
@@ -338,6 +341,7 @@ impl ClientState {
             published: Mutex::new(Published::default()),
             generation: std::sync::atomic::AtomicU64::new(0),
             changed: Arc::new(tokio::sync::Notify::new()),
+            links: Arc::new(tokio::sync::Notify::new()),
             events: tokio::sync::broadcast::channel(256).0,
         };
         for (service, list) in per_service {
@@ -413,7 +417,8 @@ impl ClientState {
                     endpoints[slot] = Some(Arc::new(Endpoint {
                         id,
                         link: EndpointLink::new(spec.address.clone(), self.limits, self.keepalive)
-                            .with_tls(self.tls.clone()),
+                            .with_tls(self.tls.clone())
+                            .with_watch(self.links.clone()),
                         breaker: Breaker::new(spec.address.clone(), self.endpoint_breakers),
                         spec: ArcSwap::from_pointee(spec),
                         cell,

@@ -98,6 +98,15 @@ impl EndpointCell {
         }
     }
 
+    /// A request that [`EndpointCell::started`] ended without an outcome (its caller
+    /// stopped waiting: a hedge's loser, a dropped call): no longer in flight, and nothing
+    /// learnt about the endpoint.
+    pub fn abandoned(&self) {
+        if self.in_flight.fetch_sub(1, Relaxed) == 0 {
+            let _ = self.in_flight.fetch_add(1, Relaxed);
+        }
+    }
+
     /// Sets the weight discovery gave.
     pub fn set_weight(&self, weight: u32) {
         self.configured_weight.store(weight, Relaxed);
@@ -283,5 +292,20 @@ mod tests {
         assert!(table.snapshot(2).is_none());
         table.remove(3);
         assert!(table.snapshot(3).is_none());
+    }
+
+    #[test]
+    fn an_abandoned_request_leaves_flight_and_no_trace() {
+        let table = FactsTable::new();
+        let cell = table.register(1, 100);
+        cell.started();
+        cell.started();
+        cell.abandoned();
+        let f = table.snapshot(1).unwrap();
+        assert_eq!((f.in_flight, f.window_total), (1, 0));
+        assert_eq!(cell.totals(), (0, 0));
+        cell.abandoned();
+        cell.abandoned();
+        assert_eq!(cell.in_flight(), 0, "never wraps below zero");
     }
 }

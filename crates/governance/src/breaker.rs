@@ -6,6 +6,13 @@
 //! bounded number of probes go through; if all succeed it closes, the first failure opens
 //! it again.
 //!
+//! Every permit is given back: [`Breaker::pass`] hands out a [`Pass`] that records the
+//! call's verdict, or — dropped without one (a hedge's loser, a caller that stopped
+//! waiting, a cancelled call) — releases its probe slot, so a half-open breaker never
+//! waits for probes that will not report. A probe reports to the half-open round it was
+//! admitted in only: one that outlives its round (the breaker opened again meanwhile)
+//! counts for nothing.
+//!
 //! What counts (the caller classifies, see `client::stages::feedback`): transport failures,
 //! timeouts, `deadline_exceeded` and `internal` are failures. `business` errors are
 //! successes (the endpoint worked). Refusals that say nothing about health —
@@ -62,8 +69,8 @@ pub enum BreakerState {
 pub enum Permit {
     /// Closed: go.
     Allowed,
-    /// Half-open: go, as one of the probes.
-    Probe,
+    /// Half-open: go, as one of the probes of half-open round `round`.
+    Probe { round: u32 },
     /// Open (or all probes taken): fail fast.
     Rejected,
 }
@@ -81,8 +88,14 @@ pub enum Verdict {
 
 enum Mode {
     Closed,
-    Open { until: Instant },
-    HalfOpen { admitted: u32, succeeded: u32 },
+    Open {
+        until: Instant,
+    },
+    HalfOpen {
+        round: u32,
+        admitted: u32,
+        succeeded: u32,
+    },
 }
 
 struct State {
@@ -90,6 +103,8 @@ struct State {
     window_start: Instant,
     failures: u32,
     slow: u32,
+    /// Half-open rounds so far (names the round a probe belongs to).
+    rounds: u32,
 }
 
 /// One circuit breaker.
@@ -122,6 +137,7 @@ impl Breaker {
                 window_start: Instant::now(),
                 failures: 0,
                 slow: 0,
+                rounds: 0,
             }),
             opened: AtomicU64::new(0),
         }
@@ -158,7 +174,8 @@ impl Breaker {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Asks to let a call through.
+    /// Asks to let a call through. The permit must come back through
+    /// [`Breaker::record`] or [`Breaker::release`]; [`Breaker::pass`] makes sure it does.
     pub fn try_acquire(&self) -> Permit {
         if !self.config.enabled || self.closed.load(Relaxed) {
             return Permit::Allowed;
@@ -169,22 +186,59 @@ impl Breaker {
             Mode::Open { until } if Instant::now() < until => Permit::Rejected,
             Mode::Open { .. } => {
                 tracing::info!(breaker = %self.name, "circuit half-open: letting probes through");
+                s.rounds = s.rounds.wrapping_add(1);
+                let round = s.rounds;
                 s.mode = Mode::HalfOpen {
+                    round,
                     admitted: 1,
                     succeeded: 0,
                 };
-                Permit::Probe
+                Permit::Probe { round }
             }
             Mode::HalfOpen {
-                ref mut admitted, ..
+                round,
+                ref mut admitted,
+                ..
             } => {
                 if *admitted < self.config.half_open_probes {
                     *admitted += 1;
-                    Permit::Probe
+                    Permit::Probe { round }
                 } else {
                     Permit::Rejected
                 }
             }
+        }
+    }
+
+    /// [`Breaker::try_acquire`] as a guard: `None` when the call must fail fast; else a
+    /// pass that records the call's verdict, or gives the permit back if it is dropped
+    /// without one.
+    pub fn pass(&self) -> Option<Pass<'_>> {
+        match self.try_acquire() {
+            Permit::Rejected => None,
+            permit => Some(Pass {
+                breaker: self,
+                permit,
+            }),
+        }
+    }
+
+    /// Gives back a permit whose call ended without a verdict (cancelled, or never
+    /// sent): a probe's slot is free again; a closed breaker's permit costs nothing.
+    pub fn release(&self, permit: Permit) {
+        self.record(permit, Verdict::Ignored);
+    }
+
+    /// Probes admitted and not yet reported in the current half-open round (0 when not
+    /// half-open).
+    pub fn probes_out(&self) -> u32 {
+        match self.lock().mode {
+            Mode::HalfOpen {
+                admitted,
+                succeeded,
+                ..
+            } => admitted - succeeded,
+            _ => 0,
         }
     }
 
@@ -209,12 +263,16 @@ impl Breaker {
         }
         let now = Instant::now();
         let mut s = self.lock();
-        if permit == Permit::Probe {
+        if let Permit::Probe { round: of } = permit {
             if let Mode::HalfOpen {
+                round,
                 admitted,
                 succeeded,
             } = &mut s.mode
             {
+                if *round != of {
+                    return; // a probe of an earlier round, outlived by it
+                }
                 match verdict {
                     Verdict::Success { .. } => {
                         *succeeded += 1;
@@ -297,6 +355,33 @@ impl Breaker {
     }
 }
 
+/// A call let through a breaker: [`Pass::record`] its verdict; dropped without one, its
+/// permit is given back ([`Breaker::release`]).
+#[must_use = "a pass records the call's verdict, or releases its permit when dropped"]
+pub struct Pass<'a> {
+    breaker: &'a Breaker,
+    permit: Permit,
+}
+
+impl Pass<'_> {
+    /// What the breaker let through (a probe, or a closed breaker's call).
+    pub fn permit(&self) -> Permit {
+        self.permit
+    }
+
+    /// Records how the call ended.
+    pub fn record(self, verdict: Verdict) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.breaker.record(this.permit, verdict);
+    }
+}
+
+impl Drop for Pass<'_> {
+    fn drop(&mut self) {
+        self.breaker.release(self.permit);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,7 +418,10 @@ mod tests {
         std::thread::sleep(Duration::from_millis(40));
         let p1 = b.try_acquire();
         let p2 = b.try_acquire();
-        assert_eq!((p1, p2), (Permit::Probe, Permit::Probe));
+        assert_eq!(
+            (p1, p2),
+            (Permit::Probe { round: 1 }, Permit::Probe { round: 1 })
+        );
         assert_eq!(b.try_acquire(), Permit::Rejected, "probes are bounded");
         b.record(p1, Verdict::Success { slow: false });
         assert_eq!(b.state(), BreakerState::HalfOpen);
@@ -389,5 +477,56 @@ mod tests {
             slow.record(p, Verdict::Success { slow: true });
         }
         assert_eq!(slow.state(), BreakerState::Open, "all slow");
+    }
+
+    #[test]
+    fn dropped_passes_give_their_probe_slots_back() {
+        let b = Breaker::new("t", config());
+        fail(&b, 3);
+        std::thread::sleep(Duration::from_millis(40));
+        // Every probe slot taken by calls that are then cancelled (a hedge's loser, a
+        // caller's timeout): none reports, and the slots come back.
+        for _ in 0..10 {
+            let (p1, p2) = (b.pass().unwrap(), b.pass().unwrap());
+            assert!(b.pass().is_none(), "probes are bounded");
+            assert_eq!(b.probes_out(), 2);
+            drop((p1, p2));
+            assert_eq!(b.probes_out(), 0);
+            assert_eq!(b.state(), BreakerState::HalfOpen);
+        }
+        for _ in 0..2 {
+            b.pass().unwrap().record(Verdict::Success { slow: false });
+        }
+        assert_eq!(b.state(), BreakerState::Closed, "the probes closed it");
+        // A closed breaker's pass dropped counts for nothing.
+        for _ in 0..100 {
+            drop(b.pass().unwrap());
+        }
+        assert_eq!(b.state(), BreakerState::Closed);
+        assert_eq!(b.times_opened(), 1);
+    }
+
+    #[test]
+    fn a_probe_outliving_its_round_counts_for_nothing() {
+        let b = Breaker::new("t", config());
+        fail(&b, 3);
+        std::thread::sleep(Duration::from_millis(40));
+        let old = b.try_acquire();
+        let failing = b.try_acquire();
+        b.record(failing, Verdict::Failure);
+        assert_eq!(b.state(), BreakerState::Open, "a failed probe opens it");
+        std::thread::sleep(Duration::from_millis(40));
+        let new = b.try_acquire();
+        assert_ne!(old, new, "a new round");
+        // The old probe's late answers neither free a slot nor close the breaker.
+        b.release(old);
+        b.record(old, Verdict::Success { slow: false });
+        assert_eq!(b.probes_out(), 1);
+        let second = b.try_acquire();
+        assert!(matches!(second, Permit::Probe { .. }));
+        assert_eq!(b.try_acquire(), Permit::Rejected);
+        b.record(new, Verdict::Success { slow: false });
+        b.record(second, Verdict::Success { slow: false });
+        assert_eq!(b.state(), BreakerState::Closed);
     }
 }

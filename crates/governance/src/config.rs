@@ -140,6 +140,11 @@ governance! {
     retry_budget_ratio: f64 = 0.2, "retry-budget-ratio", check |v| within(*v, 0.0, 1.0);
     /// ... plus this many retries per second whatever the traffic.
     retry_budget_min_per_s: f64 = 10.0, "retry-budget-min-per-s", check |v| within(*v, 0.0, 100_000.0);
+    /// Most failovers per call: attempts sent elsewhere after `overloaded`, `shutting_down`,
+    /// a refused connect or a draining connection. Failovers after a provider's refusal
+    /// also draw on the retry budget, so cluster-wide overload cannot multiply the load by
+    /// the number of endpoints.
+    max_failovers: u32 = 2, "max-failovers", check |v| within(*v, 0, 100);
     /// Safe to run twice: timeouts, resets and internal errors after sending may be retried.
     idempotent: bool = false, "idempotent", check |_| Ok(());
     /// Send a backup request after this long without an answer (ms; 0 = off; idempotent only).
@@ -172,6 +177,13 @@ governance! {
     fuse_sleep_ms: u64 = 5_000, "fuse-sleep-ms", check |v| within(*v, 1, 3_600_000);
     /// Provider: answer `forbidden` to requests marked external.
     internal_only: bool = false, "internal-only", check |_| Ok(());
+    /// Provider: the longest budget a request may bring (a longer one is cut to it, ms).
+    max_deadline_ms: u64 = 60_000, "max-deadline-ms", check |v| within(*v, 1, 86_400_000);
+    /// Provider: the budget of a request that brings none (ms).
+    default_deadline_ms: u64 = 30_000, "default-deadline-ms", check |v| within(*v, 1, 86_400_000);
+    /// Provider: cancel the handler when its caller's connection closes (nobody is left to
+    /// read the answer); `false` lets it run to completion.
+    cancel_on_disconnect: bool = true, "cancel-on-disconnect", check |_| Ok(());
     /// Health: unhealthy verdicts in a row before an endpoint is removed.
     unhealthy_times: u32 = 3, "unhealthy-times", check |v| within(*v, 1, 1000);
     /// Health: how long a removed endpoint sleeps before a probe may re-admit it (ms).

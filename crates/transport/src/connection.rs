@@ -5,6 +5,8 @@
 //! its future dropped) removes itself and sends a `cancel` frame. A `goaway` stops new
 //! requests while the ones in flight finish; a broken connection fails every call in
 //! flight with `Reset`. Idle connections are pinged; one that stays silent is closed.
+//! Whoever dialled may be told when a connection stops taking requests (goaway, or
+//! closed): [`Connection::connect_watched`].
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -34,13 +36,25 @@ struct Shared {
     last_read_ns: AtomicU64,
     /// Wakes the reader and keep-alive tasks when the connection is closed from this side.
     closing: tokio::sync::Notify,
+    /// Told once when the connection stops taking requests (goaway or closed), and again
+    /// when it closes.
+    watch: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Shared {
+    fn tell_watch(&self) {
+        if let Some(w) = &self.watch {
+            w.notify_one();
+        }
+    }
+
     fn fail_all(&self, reason: &str) {
-        self.closed.store(true, Relaxed);
+        let was_closed = self.closed.swap(true, Relaxed);
         self.draining.store(true, Relaxed);
         self.closing.notify_waiters();
+        if !was_closed {
+            self.tell_watch();
+        }
         let waiters: Vec<Waiter> = {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             pending.drain().map(|(_, w)| w).collect()
@@ -72,6 +86,19 @@ impl Connection {
         keepalive: Keepalive,
         tls: Option<&ClientTls>,
     ) -> Result<Arc<Connection>, TransportError> {
+        Self::connect_watched(addr, limits, keepalive, tls, None).await
+    }
+
+    /// [`Connection::connect`], notifying `watch` when the connection stops taking
+    /// requests (a goaway arrived, or it closed), so the dialler can act at once rather
+    /// than when the next request finds out.
+    pub async fn connect_watched(
+        addr: &str,
+        limits: Limits,
+        keepalive: Keepalive,
+        tls: Option<&ClientTls>,
+        watch: Option<Arc<tokio::sync::Notify>>,
+    ) -> Result<Arc<Connection>, TransportError> {
         let connect_err = |reason: String| TransportError::Connect {
             addr: addr.to_string(),
             reason,
@@ -83,7 +110,7 @@ impl Connection {
             let _ = stream.set_nodelay(true);
             let Some(tls) = tls else {
                 let (read, write) = stream.into_split();
-                return Ok(Self::start(addr, read, write, limits, keepalive));
+                return Ok(Self::start(addr, read, write, limits, keepalive, watch));
             };
             let name = tls.name_for(addr).map_err(connect_err)?;
             let stream = tls
@@ -92,7 +119,7 @@ impl Connection {
                 .await
                 .map_err(|e| connect_err(format!("TLS handshake: {e}")))?;
             let (read, write) = tokio::io::split(stream);
-            Ok(Self::start(addr, read, write, limits, keepalive))
+            Ok(Self::start(addr, read, write, limits, keepalive, watch))
         };
         tokio::time::timeout(crate::defaults::CONNECT_TIMEOUT, dial)
             .await
@@ -106,6 +133,7 @@ impl Connection {
         write: W,
         limits: Limits,
         keepalive: Keepalive,
+        watch: Option<Arc<tokio::sync::Notify>>,
     ) -> Arc<Connection>
     where
         R: AsyncRead + Send + Unpin + 'static,
@@ -119,6 +147,7 @@ impl Connection {
             closed: AtomicBool::new(false),
             last_read_ns: AtomicU64::new(axle_core::now_ns()),
             closing: tokio::sync::Notify::new(),
+            watch,
         });
 
         let writer_shared = shared.clone();
@@ -186,7 +215,9 @@ impl Connection {
                                     reason = frame.meta.error_message.as_deref().unwrap_or(""),
                                     "goaway: no new requests on this connection"
                                 );
-                                reader_shared.draining.store(true, Relaxed);
+                                if !reader_shared.draining.swap(true, Relaxed) {
+                                    reader_shared.tell_watch();
+                                }
                             }
                             Kind::Request | Kind::Cancel => {}
                         }
@@ -288,9 +319,10 @@ impl Connection {
             )));
         }
         let (id, rx) = self.expect_answer();
-        let mut guard = CancelOnDrop {
+        let mut guard = Waiting {
             conn: self,
             id,
+            cancel: true,
             armed: true,
         };
         let mut frame = Frame::request(id, meta, payload);
@@ -327,19 +359,23 @@ impl Connection {
             return Err(self.lost());
         }
         let (id, rx) = self.expect_answer();
+        // Forgotten however this ends, the future dropped included: no ping is left
+        // waiting in the table.
+        let _waiting = Waiting {
+            conn: self,
+            id,
+            cancel: false,
+            armed: true,
+        };
         let sent = Instant::now();
         if self.tx.send(Frame::bare(Kind::Ping, id)).await.is_err() {
-            self.forget(id);
             return Err(self.lost());
         }
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(Ok(_))) => Ok(sent.elapsed()),
             Ok(Ok(Err(e))) => Err(e),
             Ok(Err(_)) => Err(self.lost()),
-            Err(_) => {
-                self.forget(id);
-                Err(TransportError::Timeout)
-            }
+            Err(_) => Err(TransportError::Timeout),
         }
     }
 
@@ -386,16 +422,19 @@ impl Drop for Connection {
     }
 }
 
-/// Cancels a request whose caller stopped waiting (deadline, or the future was dropped).
-struct CancelOnDrop<'a> {
+/// A frame waiting for its answer: when its caller stops waiting (deadline, or the future
+/// was dropped) it leaves the table, and a request is cancelled (`cancel`: a `cancel`
+/// frame tells the endpoint, which stops the handler and frees what it held).
+struct Waiting<'a> {
     conn: &'a Connection,
     id: u64,
+    cancel: bool,
     armed: bool,
 }
 
-impl Drop for CancelOnDrop<'_> {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if self.armed && self.conn.forget(self.id) {
+        if self.armed && self.conn.forget(self.id) && self.cancel {
             let _ = self.conn.tx.try_send(Frame::bare(Kind::Cancel, self.id));
         }
     }

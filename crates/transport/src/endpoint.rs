@@ -1,7 +1,15 @@
 //! One endpoint's link: a single multiplexed connection, dialled on first use and again
-//! after it breaks, with exponential backoff between failed dials so an unreachable
-//! endpoint costs callers a fast error, not a connect timeout each.
+//! after it breaks or is told to go away, with jittered exponential backoff between
+//! failed dials so an unreachable endpoint costs callers a fast error, not a connect
+//! timeout each, and callers that lost the same endpoint do not re-dial in lockstep.
+//!
+//! A caller's dial is bounded by its call's deadline ([`EndpointLink::connection_by`]): a
+//! connect that would overrun what is left of the budget is cut to it and fails as a
+//! timeout, not a connect timeout later. Whoever owns the link may be told when its
+//! connection stops taking requests ([`EndpointLink::with_watch`]) and re-dial on its own
+//! schedule ([`EndpointLink::redial`]).
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +34,8 @@ pub struct EndpointLink {
     keepalive: Keepalive,
     /// Dial over TLS with this, when set.
     tls: Option<ClientTls>,
+    /// Told when a connection of this link stops taking requests (goaway, closed).
+    watch: Option<Arc<tokio::sync::Notify>>,
     current: ArcSwapOption<Connection>,
     /// Single-flight dialling: one caller dials, the others wait for its result.
     dial: tokio::sync::Mutex<()>,
@@ -39,6 +49,7 @@ impl EndpointLink {
             limits,
             keepalive,
             tls: None,
+            watch: None,
             current: ArcSwapOption::empty(),
             dial: tokio::sync::Mutex::new(()),
             backoff: Mutex::new(Backoff {
@@ -52,6 +63,13 @@ impl EndpointLink {
     /// Dials over TLS with `tls` (plain TCP when `None`).
     pub fn with_tls(mut self, tls: Option<ClientTls>) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// Notifies `watch` whenever a connection of this link stops taking requests: a
+    /// goaway arrived (the endpoint is stopping, or shed the connection), or it closed.
+    pub fn with_watch(mut self, watch: Arc<tokio::sync::Notify>) -> Self {
+        self.watch = Some(watch);
         self
     }
 
@@ -70,6 +88,12 @@ impl EndpointLink {
         self.current.load().as_ref().is_some_and(|c| c.closed())
     }
 
+    /// Whether a connection was made and no longer takes requests (told to go away, or
+    /// closed), with no new one made since.
+    pub fn away(&self) -> bool {
+        self.current.load().as_ref().is_some_and(|c| !c.usable())
+    }
+
     fn live(&self) -> Option<Arc<Connection>> {
         self.current.load_full().filter(|c| c.usable())
     }
@@ -79,11 +103,45 @@ impl EndpointLink {
         if let Some(c) = self.live() {
             return Ok(c);
         }
+        self.dial(false).await
+    }
+
+    /// [`EndpointLink::connection`] by `deadline`: waiting for another caller's dial and
+    /// dialling both end there, with [`TransportError::Timeout`]. A dial cut short this way
+    /// says nothing about the endpoint, so it does not count towards the backoff.
+    pub async fn connection_by(
+        &self,
+        deadline: Instant,
+    ) -> Result<Arc<Connection>, TransportError> {
+        if let Some(c) = self.live() {
+            return Ok(c);
+        }
+        if Instant::now() >= deadline {
+            return Err(TransportError::Timeout);
+        }
+        match tokio::time::timeout_at(deadline.into(), self.dial(false)).await {
+            Ok(result) => result,
+            Err(_) => Err(TransportError::Timeout),
+        }
+    }
+
+    /// Dials now, whatever the backoff says, unless a usable connection is there: for the
+    /// owner's own re-dial schedule (a health monitor bringing a stopped endpoint back).
+    /// The result counts towards the backoff callers see.
+    pub async fn redial(&self) -> Result<Arc<Connection>, TransportError> {
+        if let Some(c) = self.live() {
+            return Ok(c);
+        }
+        self.dial(true).await
+    }
+
+    /// The single-flight dial; `now`: ignore the backoff.
+    async fn dial(&self, now: bool) -> Result<Arc<Connection>, TransportError> {
         let _dialling = self.dial.lock().await;
         if let Some(c) = self.live() {
             return Ok(c);
         }
-        {
+        if !now {
             let b = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(at) = b.next_attempt {
                 if Instant::now() < at {
@@ -98,18 +156,24 @@ impl EndpointLink {
                 }
             }
         }
-        match Connection::connect(&self.addr, self.limits, self.keepalive, self.tls.as_ref()).await
-        {
+        let made = Connection::connect_watched(
+            &self.addr,
+            self.limits,
+            self.keepalive,
+            self.tls.as_ref(),
+            self.watch.clone(),
+        )
+        .await;
+        let mut b = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
+        match made {
             Ok(c) => {
-                let mut b = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
                 b.next_attempt = None;
                 b.delay = RECONNECT_BACKOFF_MIN;
                 self.current.store(Some(c.clone()));
                 Ok(c)
             }
             Err(e) => {
-                let mut b = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
-                b.next_attempt = Some(Instant::now() + b.delay);
+                b.next_attempt = Some(Instant::now() + jittered(b.delay));
                 b.delay = (b.delay * 2).min(RECONNECT_BACKOFF_MAX);
                 b.last_error = match &e {
                     TransportError::Connect { reason, .. } => reason.clone(),
@@ -118,5 +182,144 @@ impl EndpointLink {
                 Err(e)
             }
         }
+    }
+}
+
+/// `delay` ±50%, uniformly: callers that lost the same endpoint at the same moment spread
+/// their re-dials. (A small generator of its own: a dial is rare, and the transport needs
+/// no random crate for it.)
+pub fn jittered(delay: Duration) -> Duration {
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let seed = STATE.fetch_add(0x9E37_79B9_7F4A_7C15, Relaxed) ^ axle_core::now_ns();
+    // splitmix64
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let unit = (z >> 11) as f64 / (1u64 << 53) as f64;
+    delay.mul_f64(0.5 + unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    fn failed(r: Result<Arc<Connection>, TransportError>) -> TransportError {
+        match r {
+            Ok(_) => panic!("connected"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn jitter_spreads_within_half_either_side() {
+        let base = Duration::from_millis(100);
+        let d: Vec<Duration> = (0..1000).map(|_| jittered(base)).collect();
+        assert!(d.iter().all(|d| *d >= base / 2 && *d <= base * 3 / 2));
+        let below = d.iter().filter(|d| **d < base).count();
+        assert!(
+            (300..=700).contains(&below),
+            "{below} of 1000 below the base"
+        );
+    }
+
+    /// A listener whose accept queue is full: further SYNs are dropped, so a connect to it
+    /// hangs (the kernel retries the SYN after a second) without leaving loopback.
+    async fn hanging_listener() -> (tokio::net::TcpListener, Vec<tokio::net::TcpStream>) {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(1).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut filled = Vec::new();
+        // Fill the queue: connects complete until it is full; the first that does not
+        // complete at once shows it is.
+        for _ in 0..16 {
+            let connect = tokio::net::TcpStream::connect(addr);
+            match tokio::time::timeout(Duration::from_millis(300), connect).await {
+                Ok(Ok(s)) => filled.push(s),
+                _ => return (listener, filled),
+            }
+        }
+        panic!("the accept queue never filled");
+    }
+
+    #[tokio::test]
+    async fn a_connect_is_cut_to_the_deadline_and_costs_no_backoff() {
+        let (listener, _filled) = hanging_listener().await;
+        let addr = listener.local_addr().unwrap().to_string();
+        let link = EndpointLink::new(&addr, Limits::default(), Keepalive::default());
+        let t0 = Instant::now();
+        let err = failed(
+            link.connection_by(Instant::now() + Duration::from_millis(50))
+                .await,
+        );
+        assert_eq!(err, TransportError::Timeout, "cut by the deadline");
+        assert!(
+            t0.elapsed() < crate::defaults::CONNECT_TIMEOUT,
+            "not the connect timeout: {:?}",
+            t0.elapsed()
+        );
+        assert!(
+            link.backoff.lock().unwrap().next_attempt.is_none(),
+            "a cut dial is not a failed one"
+        );
+        // A deadline already gone does not dial at all.
+        let gone = failed(link.connection_by(Instant::now()).await);
+        assert_eq!(gone, TransportError::Timeout);
+    }
+
+    #[tokio::test]
+    async fn a_refused_dial_backs_off_but_redial_goes_at_once() {
+        // A port nothing listens on: bound, then closed.
+        let addr = {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let link = EndpointLink::new(&addr, Limits::default(), Keepalive::default());
+        let first = failed(link.connection().await);
+        assert!(matches!(first, TransportError::Connect { .. }), "{first}");
+        let fast = failed(link.connection().await);
+        assert!(fast.to_string().contains("next attempt"), "{fast}");
+        // The owner's re-dial ignores the backoff: it reaches the endpoint as soon as it
+        // listens again.
+        let listener = TcpListener::bind(&addr).await.unwrap();
+        let accept = tokio::spawn(async move { listener.accept().await.map(|_| ()) });
+        let conn = link.redial().await.expect("dialled at once");
+        assert!(conn.usable());
+        assert!(!link.away());
+        accept.await.unwrap().unwrap();
+        assert!(link.connection().await.is_ok(), "the backoff is over");
+    }
+
+    #[tokio::test]
+    async fn a_goaway_tells_the_watch_and_the_link_is_away_until_redialled() {
+        use futures::SinkExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        // An endpoint that says goaway on its first connection and nothing on the next.
+        let provider = tokio::spawn(async move {
+            let (first, _) = listener.accept().await.unwrap();
+            let mut out = tokio_util::codec::FramedWrite::new(
+                first,
+                axle_wire::FrameCodec::new(Limits::default()),
+            );
+            out.send(axle_wire::Frame::goaway("stopping"))
+                .await
+                .unwrap();
+            let (second, _) = listener.accept().await.unwrap();
+            (out, second)
+        });
+        let watch = Arc::new(tokio::sync::Notify::new());
+        let link = EndpointLink::new(&addr, Limits::default(), Keepalive::default())
+            .with_watch(watch.clone());
+        let first = link.connection().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), watch.notified())
+            .await
+            .expect("the watch was told of the goaway");
+        assert!(!first.usable() && link.away());
+        let second = link.redial().await.unwrap();
+        assert!(second.usable() && !link.away());
+        let _held = provider.await.unwrap();
     }
 }

@@ -1,13 +1,14 @@
 //! Health detection: each endpoint's state as this caller sees it — healthy, subhealthy or
 //! dead — from the kernel's facts (connect failures, heartbeats) and the health-scorer
 //! plugin's verdicts on the outcome window; which endpoints selection may use
-//! (`rotation.rs`); and the task that heartbeats, scores, removes and re-admits
-//! (`monitor.rs`).
+//! (`rotation.rs`); the tasks that heartbeat, score, remove and re-admit (`monitor.rs`);
+//! and the re-dialling of endpoints that went away or refuse connections (`redial.rs`).
 //!
 //! Every change reaches the plugins as a new versioned endpoint table (the client's
 //! client state publishes it), so no selector or router keeps routing to a removed endpoint.
 
 pub mod monitor;
+pub mod redial;
 pub mod rotation;
 
 use std::sync::Mutex;
@@ -95,6 +96,8 @@ impl Status {
 #[derive(Debug, Default)]
 pub struct EndpointHealth {
     status: Mutex<Status>,
+    /// A re-dial task is bringing it back (`redial.rs`): one at a time.
+    pub redialling: std::sync::atomic::AtomicBool,
 }
 
 impl EndpointHealth {

@@ -2,11 +2,14 @@
 //!
 //! - **Heartbeats and probes**, every `heartbeat-interval-ms`: a ping on each connected
 //!   endpoint (lost `heartbeat-failures-dead` times in a row: the connection is closed and
-//!   the endpoint unreachable); a dial for an endpoint whose connection was lost (refused:
-//!   unreachable); and a probe — dial plus heartbeat — for each unreachable endpoint, and
-//!   for each removed one whose `readmit-sleep-ms` is over. A probe's answer decides: the
-//!   endpoint is re-admitted with a clean window, or sleeps again. One probe, not all the
-//!   traffic at once.
+//!   the endpoint unreachable); and a probe — dial plus heartbeat — for each removed
+//!   endpoint whose `readmit-sleep-ms` is over. A probe's answer decides: the endpoint is
+//!   re-admitted with a clean window, or sleeps again. One probe, not all the traffic at
+//!   once.
+//! - **Links**, whenever a connection stops taking requests (a goaway, or it closed: the
+//!   links' watch) and every heartbeat interval: each endpoint that went away or is
+//!   unreachable, and was not removed by the scorer, is re-dialled until it answers
+//!   (`redial.rs`).
 //! - **Scoring**, every `health-interval-ms` and whenever the call path saw a refused
 //!   connect: the health-scorer plugin judges each reachable endpoint's window; then the
 //!   state recomputes the rotations and publishes a new table if anything changed.
@@ -20,12 +23,36 @@ use super::{HealthChange, HealthState, Settings, Status};
 use crate::state::{ClientState, Endpoint};
 use axle_plugin_host::kinds::health_scorer::{Verdict, WindowStats};
 
-/// Starts both tasks on the current Tokio runtime.
+/// Starts the tasks on the current Tokio runtime.
 pub fn spawn(state: &Arc<ClientState>) {
     let settings = state.health;
     let weak = Arc::downgrade(state);
     tokio::spawn(heartbeats(weak.clone(), settings));
+    tokio::spawn(links(weak.clone(), state.links.clone(), settings));
     tokio::spawn(scoring(weak, state.changed.clone(), settings));
+}
+
+/// Starts re-dialling every endpoint that went away or is unreachable (and was not
+/// removed by the scorer), when a link says a connection stopped taking requests and on
+/// every heartbeat tick.
+async fn links(state: Weak<ClientState>, watch: Arc<tokio::sync::Notify>, settings: Settings) {
+    let mut tick = tokio::time::interval(settings.heartbeat_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = watch.notified() => {}
+            _ = tick.tick() => {}
+        }
+        let Some(reg) = state.upgrade() else {
+            return;
+        };
+        for ep in reg.all_endpoints() {
+            let status = ep.health.status();
+            if status.removed_at.is_none() && (status.unreachable || ep.link.away()) {
+                super::redial::start(&reg, &ep);
+            }
+        }
+    }
 }
 
 async fn heartbeats(state: Weak<ClientState>, settings: Settings) {
@@ -37,7 +64,7 @@ async fn heartbeats(state: Weak<ClientState>, settings: Settings) {
             return;
         };
         let endpoints = reg.all_endpoints();
-        let rounds = endpoints.iter().map(|ep| check(ep, settings));
+        let rounds = endpoints.iter().map(|ep| check(&reg, ep, settings));
         let changes = futures::future::join_all(rounds).await;
         announce(&reg, &endpoints, changes);
     }
@@ -47,27 +74,32 @@ async fn heartbeats(state: Weak<ClientState>, settings: Settings) {
 /// calls (`axle stats --manifest`) otherwise never learns whether its endpoints are up,
 /// since heartbeats only go over connections that calls opened. A refused dial makes the
 /// endpoint unreachable; a made one is heartbeaten like any other.
-pub async fn reach_all(reg: &ClientState) {
+pub async fn reach_all(reg: &Arc<ClientState>) {
     let settings = reg.health;
     let endpoints = reg.all_endpoints();
-    let rounds = endpoints.iter().map(|ep| reach(ep, settings));
+    let rounds = endpoints.iter().map(|ep| reach(reg, ep, settings));
     let changes = futures::future::join_all(rounds).await;
     announce(reg, &endpoints, changes);
 }
 
-async fn reach(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
+async fn reach(
+    reg: &Arc<ClientState>,
+    ep: &Arc<Endpoint>,
+    settings: Settings,
+) -> Option<HealthChange> {
     let status = ep.health.status();
     let never_dialled = ep.link.current().is_none() && !ep.link.lost();
     if never_dialled && !status.unreachable && status.removed_at.is_none() {
         if let Err(e) = ep.link.connection().await {
             tracing::debug!(endpoint = ep.id, "first dial: {e}");
+            super::redial::start(reg, ep);
             return ep
                 .health
                 .mark_unreachable()
                 .then_some(HealthChange::Unreachable);
         }
     }
-    check(ep, settings).await
+    check(reg, ep, settings).await
 }
 
 /// Publishes the new rotation, then tells subscribers: whoever hears of a change finds the
@@ -85,15 +117,21 @@ fn announce(reg: &ClientState, endpoints: &[Arc<Endpoint>], changes: Vec<Option<
 }
 
 /// One endpoint's heartbeat or probe; returns the change in its standing, if any.
-async fn check(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
+/// Unreachable endpoints and lost connections are the re-dial task's (`redial.rs`).
+async fn check(
+    reg: &Arc<ClientState>,
+    ep: &Arc<Endpoint>,
+    settings: Settings,
+) -> Option<HealthChange> {
     let status = ep.health.status();
-    let sleep_over = status
-        .removed_at
-        .is_some_and(|at| at.elapsed() >= settings.readmit_sleep);
-    if status.unreachable || sleep_over {
-        return probe(ep, settings).await;
+    if let Some(at) = status.removed_at {
+        if at.elapsed() >= settings.readmit_sleep {
+            return probe(ep, settings).await;
+        }
+        return None;
     }
-    if status.removed_at.is_some() {
+    if status.unreachable || ep.link.lost() {
+        super::redial::start(reg, ep);
         return None;
     }
     if let Some(conn) = ep.link.current() {
@@ -112,47 +150,27 @@ async fn check(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
         });
         if lost {
             conn.close();
+            super::redial::start(reg, ep);
             return Some(HealthChange::Unreachable);
-        }
-        return None;
-    }
-    if ep.link.lost() {
-        // The connection went away (the endpoint closed it, or died): can it be dialled?
-        if let Err(e) = ep.link.connection().await {
-            tracing::debug!(endpoint = ep.id, "redial after a lost connection: {e}");
-            if ep.health.mark_unreachable() {
-                return Some(HealthChange::Unreachable);
-            }
         }
     }
     None
 }
 
-/// Dial (if needed) and heartbeat: success re-admits the endpoint with a clean record;
-/// failure keeps it out (a removed endpoint sleeps again).
+/// A removed endpoint's probe after its re-admission sleep: success re-admits it with a
+/// clean record; failure keeps it out for another sleep.
 async fn probe(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
-    let answer = match ep.link.connection().await {
-        Ok(conn) => conn.heartbeat(settings.heartbeat_timeout).await.map(|_| ()),
-        Err(e) => Err(e),
-    };
-    match answer {
-        Ok(()) => {
-            ep.cell.fresh_start();
-            ep.cell.set_health_permille(1000);
-            ep.breaker.reset();
-            ep.health.update(|s| *s = Status::default());
-            Some(HealthChange::Readmitted)
-        }
-        Err(e) => {
-            tracing::debug!(endpoint = ep.id, "probe failed: {e}");
-            ep.health.update(|s| {
-                if s.removed_at.is_some() {
-                    s.removed_at = Some(Instant::now());
-                }
-            });
-            None
-        }
+    if super::redial::answers(ep, settings.heartbeat_timeout).await {
+        super::redial::readmit(ep);
+        return Some(HealthChange::Readmitted);
     }
+    tracing::debug!(endpoint = ep.id, "probe failed");
+    ep.health.update(|s| {
+        if s.removed_at.is_some() {
+            s.removed_at = Some(Instant::now());
+        }
+    });
+    None
 }
 
 async fn scoring(state: Weak<ClientState>, changed: Arc<tokio::sync::Notify>, settings: Settings) {

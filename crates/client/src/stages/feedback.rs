@@ -1,6 +1,12 @@
-//! Outcomes fed back: the kernel's per-endpoint facts (in-flight, latency EWMA, window)
-//! and the selector plugin (batched).
+//! Outcomes fed back: the kernel's per-endpoint facts (in-flight, latency EWMA, window),
+//! the endpoint's breaker and the selector plugin (batched).
+//!
+//! An [`Attempt`] holds what an attempt took — the endpoint's breaker permit from the
+//! pick, its in-flight count from the send — and gives it back whichever way the attempt
+//! ends: with an outcome ([`Attempt::finish`]), or dropped without one (a hedge's loser,
+//! a caller's timeout or dropped call future; the connection sends the `cancel` frame).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::state::Endpoint;
@@ -11,11 +17,83 @@ use axle_spi::{Outcome, OutcomeClass};
 use axle_transport::TransportError;
 use axle_wire::ErrorClass;
 
-/// Marks a request as in flight; returns when it started (`now`, read once per call by
-/// the caller).
-pub fn started(ep: &Endpoint, now: Instant) -> Instant {
-    ep.cell.started();
-    now
+/// One attempt at one endpoint, from its pick to its outcome.
+pub struct Attempt {
+    pub ep: Arc<Endpoint>,
+    permit: Permit,
+    /// When the request was sent (it is in flight from then on).
+    sent: Option<Instant>,
+    /// Whether the permit and the in-flight count were given back.
+    settled: bool,
+}
+
+/// What an attempt's outcome says about its endpoint, beyond the facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finding {
+    /// Nothing new.
+    Nothing,
+    /// A refused connect showed it unreachable, for the first time.
+    Unreachable,
+    /// It is going away gracefully (`shutting_down`, or its connection is draining).
+    GoingAway,
+}
+
+impl Attempt {
+    /// An attempt holding `permit` of `ep`'s breaker.
+    pub fn new(ep: Arc<Endpoint>, permit: Permit) -> Attempt {
+        Attempt {
+            ep,
+            permit,
+            sent: None,
+            settled: false,
+        }
+    }
+
+    /// The request is on its way (`now`, read once per attempt by the caller): in flight.
+    pub fn sent(&mut self, now: Instant) {
+        if self.sent.is_none() {
+            self.ep.cell.started();
+            self.sent = Some(now);
+        }
+    }
+
+    /// Records the outcome: the endpoint's breaker, its facts, the selector.
+    pub fn finish(
+        mut self,
+        selector: &SelectorPlugin,
+        result: &Result<Reply, CallError>,
+    ) -> Finding {
+        self.settled = true;
+        let ep = &self.ep;
+        let elapsed = self.sent.map(|t| t.elapsed()).unwrap_or_default();
+        ep.breaker
+            .record(self.permit, verdict(result, ep.breaker.is_slow(elapsed)));
+        let class = classify(result);
+        if self.sent.is_some() {
+            let latency_ns = elapsed.as_nanos() as u64;
+            ep.cell.finished(latency_ns, class);
+            selector.feedback(&Outcome {
+                endpoint: ep.id,
+                class,
+                latency_ns,
+            });
+        }
+        finding(ep, result)
+    }
+}
+
+impl Drop for Attempt {
+    /// Dropped without an outcome: the permit (a probe's slot, maybe) and the in-flight
+    /// count go back, and nothing is learnt about the endpoint.
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        self.ep.breaker.release(self.permit);
+        if self.sent.is_some() {
+            self.ep.cell.abandoned();
+        }
+    }
 }
 
 /// How an attempt's result counts for the endpoint.
@@ -29,6 +107,9 @@ pub fn classify(result: &Result<Reply, CallError>) -> OutcomeClass {
             _ => OutcomeClass::Rejected,
         },
         Err(CallError::Transport(TransportError::Timeout)) => OutcomeClass::Timeout,
+        // Never sent: a draining connection is an endpoint going away gracefully, which
+        // says nothing about its health (the rotation handles it, see `health::redial`).
+        Err(CallError::Transport(TransportError::Draining { .. })) => OutcomeClass::Rejected,
         Err(CallError::Transport(_)) => OutcomeClass::Failure,
         Err(_) => OutcomeClass::Rejected,
     }
@@ -43,29 +124,23 @@ pub fn verdict(result: &Result<Reply, CallError>, slow: bool) -> Verdict {
     }
 }
 
-/// Records the outcome of an attempt that [`started`]. Returns whether it showed the
-/// endpoint unreachable for the first time (a refused connect): the caller then has the
-/// rotation recomputed at once rather than at the next health tick.
-pub fn finished(
-    selector: &SelectorPlugin,
-    ep: &Endpoint,
-    permit: Permit,
-    started: Instant,
-    result: &Result<Reply, CallError>,
-) -> bool {
-    let elapsed = started.elapsed();
-    let latency_ns = elapsed.as_nanos() as u64;
-    ep.breaker
-        .record(permit, verdict(result, ep.breaker.is_slow(elapsed)));
-    let class = classify(result);
-    ep.cell.finished(latency_ns, class);
-    selector.feedback(&Outcome {
-        endpoint: ep.id,
-        class,
-        latency_ns,
-    });
-    matches!(
-        result,
-        Err(CallError::Transport(TransportError::Connect { .. }))
-    ) && ep.health.mark_unreachable()
+/// What `result` says about `ep` beyond its facts. A refused connect marks it unreachable
+/// (news only the first time): the caller then has the rotation recomputed at once
+/// rather than at the next health tick.
+fn finding(ep: &Endpoint, result: &Result<Reply, CallError>) -> Finding {
+    match result {
+        Err(CallError::Transport(TransportError::Connect { .. })) => {
+            if ep.health.mark_unreachable() {
+                Finding::Unreachable
+            } else {
+                Finding::Nothing
+            }
+        }
+        Err(CallError::Transport(TransportError::Draining { .. }))
+        | Err(CallError::Remote {
+            class: ErrorClass::ShuttingDown,
+            ..
+        }) => Finding::GoingAway,
+        _ => Finding::Nothing,
+    }
 }

@@ -2,14 +2,18 @@
 //!
 //! - Refusals that prove the handler did not run (`overloaded`, `shutting_down`) and
 //!   connections that never carried the request (refused, draining) **fail over**: another
-//!   endpoint is tried, without using up `retries` (the seeds' overflow failover).
+//!   endpoint is tried, without using up `retries` (the seeds' overflow failover), at most
+//!   `max-failovers` times per call.
 //! - Timeouts, resets and `internal` errors after the request was sent are **retried only
 //!   for idempotent methods**: the handler may have run.
 //! - Everything else (`business`, `rate_limited`, `not_found`, `bad_request`, `forbidden`,
 //!   a frame over the size limit) is final.
 //!
-//! A retry also needs the service's retry budget; a failover does not (it never re-runs a
-//! handler, and each endpoint is tried once per call). None starts after the deadline.
+//! A retry also needs the service's retry budget, and so does a failover after a
+//! provider's refusal (it cost that provider a request): when every provider is
+//! overloaded, failovers stay a share of the requests rather than multiplying them by the
+//! number of endpoints. A failover from a request that was never sent costs no provider
+//! anything and needs no budget. None starts after the deadline.
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +46,16 @@ pub fn next(err: &CallError, idempotent: bool) -> Next {
             _ => Next::Final,
         },
         _ => Next::Final,
+    }
+}
+
+/// Whether going on after `err` draws on the retry budget: every retry, and a failover
+/// after a provider refused the request (as opposed to one that was never sent).
+pub fn costs_budget(err: &CallError, next: Next) -> bool {
+    match next {
+        Next::Final => false,
+        Next::Retry => true,
+        Next::Failover => matches!(err, CallError::Remote { .. }),
     }
 }
 
@@ -110,6 +124,28 @@ mod tests {
                 "{err} idempotent={idempotent}"
             );
         }
+    }
+
+    #[test]
+    fn failovers_after_a_refusal_cost_budget_unsent_ones_do_not() {
+        let refused = CallError::Transport(TransportError::Connect {
+            addr: "a".into(),
+            reason: "r".into(),
+        });
+        let draining = CallError::Transport(TransportError::Draining { addr: "a".into() });
+        for (err, costs) in [
+            (remote(ErrorClass::Overloaded), true),
+            (remote(ErrorClass::ShuttingDown), true),
+            (refused, false),
+            (draining, false),
+        ] {
+            let next = next(&err, false);
+            assert_eq!(next, Next::Failover, "{err}");
+            assert_eq!(costs_budget(&err, next), costs, "{err}");
+        }
+        let internal = remote(ErrorClass::Internal);
+        assert!(costs_budget(&internal, next(&internal, true)));
+        assert!(!costs_budget(&internal, next(&internal, false)));
     }
 
     #[test]

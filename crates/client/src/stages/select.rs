@@ -3,14 +3,15 @@
 //! already tried, and endpoints whose breaker is open, are excluded: a new set without them
 //! is defined on this rare path.
 
+use super::feedback::Attempt;
 use super::route::Candidates;
-use crate::state::{ClientState, Endpoint, ServiceState};
+use crate::state::{ClientState, ServiceState};
 use crate::{CallError, CallOptions};
 use axle_governance::breaker::Permit;
 use axle_plugin_host::kinds::selector::SelectorPlugin;
 
-/// The endpoint for this attempt (held, so it outlives a removal mid-call), and its
-/// breaker permit.
+/// The attempt at the endpoint picked: the endpoint held (so it outlives a removal
+/// mid-call) with its breaker permit, given back if the attempt is dropped.
 pub fn pick(
     state: &ClientState,
     svc: &ServiceState,
@@ -18,7 +19,7 @@ pub fn pick(
     candidates: &Candidates,
     excluded: &mut Vec<u32>,
     options: &CallOptions,
-) -> Result<(std::sync::Arc<Endpoint>, Permit), CallError> {
+) -> Result<Attempt, CallError> {
     loop {
         let set = if excluded.is_empty() {
             candidates.set
@@ -50,7 +51,7 @@ pub fn pick(
         };
         match ep.breaker.try_acquire() {
             Permit::Rejected => excluded.push(id),
-            permit => return Ok((ep, permit)),
+            permit => return Ok(Attempt::new(ep, permit)),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Frame the request, send it on the endpoint's connection, wait for the answer until the
-//! deadline; the remaining budget travels in the frame.
+//! deadline; the remaining budget travels in the frame. Dialling counts against the
+//! budget too: a connect is cut to what is left of it.
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use axle_wire::{Metadata, FLAG_EXTERNAL};
 
 /// One attempt at one endpoint; `budget` is what is left of the call's deadline.
 pub async fn send(ep: &Endpoint, call: &Call<'_>, budget: Duration) -> Result<Reply, CallError> {
-    let conn = ep.link.connection().await?;
+    let conn = ep.link.connection_by(call.deadline).await?;
     let svc = call.svc;
     let meta = Metadata {
         service: Some(svc.name.clone()),
