@@ -178,7 +178,7 @@ pub struct ServeProcess {
     /// The admin endpoint's address, when started with `--admin`.
     pub admin: Option<String>,
     /// Kept open: the process may print more, and a closed pipe would fail its writes.
-    _stdout: std::io::BufReader<std::process::ChildStdout>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
 }
 
 impl ServeProcess {
@@ -249,7 +249,7 @@ impl ServeProcess {
                 child,
                 addr,
                 admin,
-                _stdout: stdout,
+                stdout,
             },
             (Err(line), _) | (_, Err(line)) => {
                 let _ = child.kill();
@@ -261,6 +261,23 @@ impl ServeProcess {
     /// The process id (for signals).
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends SIGTERM (a graceful stop: goaway, drain, exit).
+    pub fn terminate(&self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM {}", self.pid());
+    }
+
+    /// What it printed after its start lines, up to its exit (call after it exited).
+    pub fn rest_of_stdout(&mut self) -> String {
+        use std::io::Read;
+        let mut rest = String::new();
+        let _ = self.stdout.read_to_string(&mut rest);
+        rest
     }
 
     /// Waits for the process to exit (after a signal); `None` if it is still running

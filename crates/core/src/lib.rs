@@ -7,6 +7,7 @@
 //! are translated into before a serializer plugin sees them.
 
 pub mod clock;
+pub mod descriptors;
 pub mod endpoint;
 pub mod ewma;
 pub mod latency;

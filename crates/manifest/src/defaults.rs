@@ -27,3 +27,7 @@ pub const LISTEN: &str = "127.0.0.1:7300";
 /// `shutting_down` answer, which callers fail over from, instead of a connection reset,
 /// which they may not (the request may have run). Several round trips on a LAN.
 pub const DRAIN_QUIET: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// How long a stopping provider gives its closing work (deregistration from the registry)
+/// before draining anyway: a slow or unreachable registry does not eat the drain.
+pub const CLOSING_WORK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);

@@ -11,8 +11,8 @@ pub mod defaults;
 mod endpoints;
 mod plugins;
 mod raw;
-mod serve;
 mod security;
+mod serve;
 mod slots;
 
 use std::collections::BTreeMap;
@@ -159,6 +159,7 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
     Ok(Manifest {
         file: String::new(),
         serve: ServeSpec {
+            limits: serve::limits(&raw.serve)?,
             listen: raw.serve.listen,
             flaky: raw.serve.flaky,
         },

@@ -39,11 +39,16 @@ pub(crate) struct RawSlots {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub(crate) struct RawServe {
     pub(crate) listen: Option<String>,
     #[serde(default)]
     pub(crate) flaky: crate::serve::FlakyConfig,
+    pub(crate) max_connections: Option<u64>,
+    pub(crate) idle_timeout_ms: Option<u64>,
+    pub(crate) frame_timeout_ms: Option<u64>,
+    pub(crate) max_requests_per_connection: Option<u64>,
+    pub(crate) max_buffered_bytes: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]

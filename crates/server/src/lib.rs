@@ -27,7 +27,7 @@ use tokio::sync::watch;
 
 use axle_plugin_host::kinds::limiter::LimiterPlugin;
 use axle_plugin_host::kinds::serializer::SerializerPlugin;
-use axle_transport::serve::{self, Dispatch, Peer};
+use axle_transport::serve::{self, Connections, Dispatch, Peer, ServeLimits};
 use axle_transport::tls::ServerTls;
 use axle_wire::{Frame, Limits};
 
@@ -43,7 +43,7 @@ pub struct ServerBuilder {
     /// version on a swap).
     limiter_spec: Option<(axle_manifest::PluginSpec, [u8; 32])>,
     serializers: HashMap<String, Arc<SerializerPlugin>>,
-    limits: Limits,
+    limits: ServeLimits,
     manifest: Option<Arc<axle_manifest::Manifest>>,
     /// The application's readiness hook (see [`ServerBuilder::readiness`]).
     ready: Option<Readiness>,
@@ -121,6 +121,13 @@ impl ServerBuilder {
 
     /// Frame limits.
     pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits.frame = limits;
+        self
+    }
+
+    /// Connection limits: how many, how idle, how slow a frame, how much in flight on
+    /// each (`[serve]` in the manifest sets them through [`ServerBuilder::with_manifest`]).
+    pub fn serve_limits(mut self, limits: ServeLimits) -> Self {
         self.limits = limits;
         self
     }
@@ -136,6 +143,9 @@ impl ServerBuilder {
         use axle_manifest::PluginKind;
         use axle_plugin_host::Plugin;
         self.manifest = Some(Arc::new(manifest.clone()));
+        let frame = self.limits.frame;
+        self.limits = manifest.serve.limits;
+        self.limits.frame = frame;
         if let Some(files) = &manifest.tls.server {
             self.tls = Some(ServerTls::load(files)?);
         }
@@ -160,7 +170,7 @@ impl ServerBuilder {
 
     /// Binds and starts accepting.
     pub async fn bind(self, addr: &str) -> std::io::Result<Server> {
-        let listener = TcpListener::bind(addr).await?;
+        let listener = listen(addr).await?;
         let local = listener.local_addr()?;
         let (closing_tx, closing_rx) = watch::channel(false);
         let mut services: Vec<String> = self
@@ -199,14 +209,17 @@ impl ServerBuilder {
             in_flight: Arc::new(AtomicUsize::new(0)),
             refused_closing: AtomicU64::new(0),
             malformed: AtomicU64::new(0),
+            connections: Connections::new(),
             local,
         });
         let (stop_tx, stop_rx) = watch::channel(false);
+        let connections = pipeline.connections.clone();
         let accept = tokio::spawn(serve::accept_until(
             listener,
             pipeline.clone(),
             self.limits,
             self.tls,
+            connections.clone(),
             closing_rx,
             stop_rx,
         ));
@@ -221,6 +234,34 @@ impl ServerBuilder {
             on_closing: Vec::new(),
         })
     }
+}
+
+/// Connections the kernel may hold for the accept loop (tokio's default is 1,024): a
+/// burst of new callers larger than the queue has its handshakes dropped and retried a
+/// second later. The kernel caps it at `net.core.somaxconn`.
+const ACCEPT_BACKLOG: u32 = 4096;
+
+/// Binds `addr` (the first address it resolves to) with [`ACCEPT_BACKLOG`].
+async fn listen(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(ACCEPT_BACKLOG)) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("`{addr}` resolves to no address"),
+        )
+    }))
 }
 
 /// A running server.
@@ -298,11 +339,22 @@ impl Server {
     /// to `drain` for the requests in flight and for callers to stop sending, then stop
     /// accepting.
     pub async fn shutdown(mut self, drain: Duration) {
-        let deadline = tokio::time::Instant::now() + drain;
         self.pipeline.closing.store(true, Ordering::Relaxed);
         let _ = self.closing.send(true);
         let closed_ns = axle_core::now_ns();
-        futures::future::join_all(std::mem::take(&mut self.on_closing)).await;
+        // The closing work (deregistration) has its own bound: a slow registry does not
+        // eat the drain, which starts when it is done.
+        let work = futures::future::join_all(std::mem::take(&mut self.on_closing));
+        if tokio::time::timeout(axle_manifest::defaults::CLOSING_WORK_TIMEOUT, work)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "closing work (deregistration) did not finish within {:?}; draining anyway",
+                axle_manifest::defaults::CLOSING_WORK_TIMEOUT
+            );
+        }
+        let deadline = tokio::time::Instant::now() + drain;
         // Requests a caller sent before it read the goaway are still on the wire: they
         // must get their `shutting_down` answer (which callers fail over from) rather than
         // a reset when the process exits. So the drain also waits until no request has
@@ -318,6 +370,17 @@ impl Server {
         }
         let _ = self.stop_accepting.send(true);
         self.accept.abort();
+        // Answers are written before the process may exit: each connection closes once
+        // it has nothing in flight and its writer has sent what was queued.
+        let left = deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+            .max(axle_manifest::defaults::DRAIN_QUIET);
+        if !self.pipeline.connections.wait_closed(left).await {
+            tracing::warn!(
+                open = self.pipeline.connections.open(),
+                "connections still open at the end of the drain"
+            );
+        }
     }
 }
 
@@ -374,6 +437,8 @@ pub struct Pipeline {
     /// Refused while stopping, and naming no service or method (no method to count them on).
     refused_closing: AtomicU64,
     malformed: AtomicU64,
+    /// Open connections (the cap, and what the stop waits on to know answers went out).
+    connections: Arc<Connections>,
     local: SocketAddr,
 }
 
@@ -393,6 +458,9 @@ impl Pipeline {
             in_flight: self.in_flight.load(Ordering::Relaxed) as u64,
             refused_closing: self.refused_closing.load(Ordering::Relaxed),
             malformed: self.malformed.load(Ordering::Relaxed),
+            connections: self.connections.open() as u64,
+            connections_refused: self.connections.refused_and_evicted().0,
+            connections_evicted: self.connections.refused_and_evicted().1,
             methods: self.guards.views(),
         }
     }
@@ -402,6 +470,14 @@ impl Dispatch for Pipeline {
     fn dispatch(self: Arc<Self>, request: Frame, peer: &Arc<Peer>) -> BoxFuture<'static, Frame> {
         let peer = peer.clone();
         Box::pin(async move { pipeline::run(&self, request, &peer).await })
+    }
+
+    fn keeps_running(&self, request: &Frame) -> bool {
+        let (Some(service), Some(method)) = (&request.meta.service, &request.meta.method) else {
+            return false;
+        };
+        let served = self.handler(service, method).is_some();
+        !self.guards.of(service, method, served).cancel_on_disconnect
     }
 }
 

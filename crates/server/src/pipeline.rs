@@ -14,7 +14,9 @@
 //!                                      peer `[trust]` does not name is always external)
 //! limiter          limit.rs            the limiter plugin admits or rejects
 //! guard and fuse   governance          max-concurrent, error fuse
-//! deadline         dispatch.rs         a request whose budget is gone does not start
+//! deadline         here, dispatch.rs   the budget, capped by the method's `max-deadline-ms`
+//!                                      (`default-deadline-ms` when it brings none); one
+//!                                      already gone does not start
 //! handler          dispatch.rs         the handler, with what is left of the budget
 //! ```
 //!
@@ -24,8 +26,8 @@
 //! method's policy. The composition is static: strategies are plugins called from
 //! stages, not middleware.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::stages::{dispatch, limit, protect};
@@ -61,24 +63,27 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: &Arc<Peer>) -> Frame {
     // frame says; a trusted one (an internal service, the edge) passes on the marker
     // the request came with.
     let external = !p.trust.trusts(peer) || request.flags & FLAG_EXTERNAL != 0;
+    let handler = p.handler(&service, &method);
+    let guard = p.guards.of(&service, &method, handler.is_some());
+    guard.stats.received();
+    // The provider bounds every request's budget: one brought longer than the method's
+    // `max-deadline-ms` is cut to it, and one brought none gets `default-deadline-ms`.
+    let budget = match request.meta.deadline_us {
+        Some(us) => Duration::from_micros(us).min(guard.max_deadline),
+        None => guard.default_deadline,
+    };
     let ctx = Context {
         service,
         method,
         peer: peer.addr,
         peer_identity: peer.identity().map(str::to_string),
         scope: RequestScope {
-            deadline: request
-                .meta
-                .deadline_us
-                .map(|us| Instant::now() + Duration::from_micros(us)),
+            deadline: Some(Instant::now() + budget),
             tags: std::mem::take(&mut request.meta.tags),
             consumer_app: request.meta.consumer_app.take(),
             external,
         },
     };
-    let handler = p.handler(&ctx.service, &ctx.method);
-    let guard = p.guards.of(&ctx.service, &ctx.method, handler.is_some());
-    guard.stats.received();
     let response = match handler {
         Some(handler) => protected(p, guard, handler, ctx, request, external).await,
         None => dispatch::not_found(&ctx, id),

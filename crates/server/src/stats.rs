@@ -114,6 +114,14 @@ pub struct ServerView {
     /// Requests refused before a method was known: while shutting down, or naming none.
     pub refused_closing: u64,
     pub malformed: u64,
+    /// Connections open now; refused at the cap (every one busy); idle ones closed to
+    /// make room for new ones.
+    #[serde(default)]
+    pub connections: u64,
+    #[serde(default)]
+    pub connections_refused: u64,
+    #[serde(default)]
+    pub connections_evicted: u64,
     /// By service, then method.
     pub methods: Vec<MethodView>,
 }

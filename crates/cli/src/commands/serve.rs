@@ -106,6 +106,16 @@ fn flaky(base: FlakyConfig, a: &Args) -> FlakyConfig {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
     args.tls.apply(&mut manifest)?;
+    // One descriptor per connection: the soft limit (often 1,024) would refuse connections
+    // long before `max-connections`.
+    if let Some(limit) = axle::core::descriptors::raise_descriptor_limit() {
+        let cap = manifest.serve.limits.max_connections as u64;
+        if limit < cap + 64 {
+            tracing::warn!(
+                "the descriptor limit ({limit}) is below max-connections ({cap}): connections past it are refused by the system"
+            );
+        }
+    }
     let flaky = flaky(manifest.serve.flaky, &args);
     flaky
         .validate()
@@ -246,7 +256,20 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(a) = admin {
         a.shutdown(Duration::ZERO).await;
     }
+    let observer = server.observer();
     server.shutdown(Duration::from_millis(args.drain_ms)).await;
+    // What ran and what was refused, for whoever stopped it (and the stop tests, which
+    // count executions here against answers on the caller).
+    let stats = observer.stats();
+    let handled: u64 = stats.methods.iter().map(|m| m.handled).sum();
+    let refused: u64 = stats
+        .methods
+        .iter()
+        .map(|m| m.errors.get("shutting_down").copied().unwrap_or(0))
+        .sum::<u64>()
+        + stats.refused_closing;
+    println!("stopped: {handled} handled, {refused} refused while stopping");
+    let _ = std::io::stdout().flush();
     Ok(ExitCode::SUCCESS)
 }
 

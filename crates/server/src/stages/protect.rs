@@ -31,6 +31,11 @@ pub struct MethodGuard {
     pub method: Arc<str>,
     pub guard: Guard,
     pub internal_only: bool,
+    /// The longest budget a request may bring, and the budget of one that brings none.
+    pub max_deadline: std::time::Duration,
+    pub default_deadline: std::time::Duration,
+    /// Whether the handler is cancelled when its caller's connection closes.
+    pub cancel_on_disconnect: bool,
     pub stats: MethodStats,
 }
 
@@ -41,6 +46,9 @@ impl MethodGuard {
             method: method.into(),
             guard: Guard::new(governance),
             internal_only: governance.internal_only,
+            max_deadline: std::time::Duration::from_millis(governance.max_deadline_ms),
+            default_deadline: std::time::Duration::from_millis(governance.default_deadline_ms),
+            cancel_on_disconnect: governance.cancel_on_disconnect,
             stats: MethodStats::default(),
         }
     }
