@@ -114,7 +114,8 @@ fn a_request_the_edge_marked_external_stays_external_across_one_more_hop() {
         // The middle tier: `hop/put` calls the backend's kv/put on the request's behalf.
         let to_backend = kv_client(&host, &backend.addr, None);
         let mut middle_manifest = Manifest::embedded().unwrap();
-        middle_manifest.trust.internal_networks = vec!["127.0.0.1/32".parse().unwrap()];
+        middle_manifest.trust.internal_networks =
+            vec![axle::core::network::Network::parse("127.0.0.1").unwrap()];
         let middle = ServerBuilder::new()
             .with_manifest(&host, &middle_manifest)
             .unwrap()

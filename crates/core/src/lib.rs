@@ -11,6 +11,7 @@ pub mod descriptors;
 pub mod endpoint;
 pub mod ewma;
 pub mod latency;
+pub mod network;
 pub mod payload;
 pub mod scope;
 pub mod validate;

@@ -22,7 +22,7 @@ use std::time::Duration;
 pub use axle_core::EndpointSpec;
 pub use axle_plugin_host::{ComponentSource, PluginKind, PluginSpec};
 pub use endpoints::parse_endpoints;
-pub use security::{parse_network, TlsSpec, TrustSpec};
+pub use security::{TlsSpec, TrustSpec};
 pub use serve::{FlakyConfig, ServeSpec};
 pub use slots::Slots;
 

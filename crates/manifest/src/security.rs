@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use axle_core::network::Network;
 use axle_transport::serve::Peer;
 use axle_transport::tls::{ClientTlsFiles, ServerTlsFiles};
 
@@ -63,7 +64,7 @@ pub struct TlsSpec {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TrustSpec {
     /// Peers whose address is in one of these ranges.
-    pub internal_networks: Vec<ipnet::IpNet>,
+    pub internal_networks: Vec<Network>,
     /// Peers whose verified certificate names one of these (mTLS).
     pub identities: BTreeSet<String>,
 }
@@ -76,7 +77,7 @@ impl TrustSpec {
             || self
                 .internal_networks
                 .iter()
-                .any(|net| net.contains(&peer.addr.ip().to_canonical()))
+                .any(|net| net.contains(peer.addr.ip()))
     }
 }
 
@@ -140,23 +141,11 @@ pub(crate) fn tls(raw: RawTls, base: &Path) -> Result<TlsSpec, KeyError> {
     Ok(TlsSpec { server, client })
 }
 
-/// An address range (`10.0.0.0/8`, `::1/128`), or one address (`127.0.0.1`).
-pub fn parse_network(text: &str) -> Option<ipnet::IpNet> {
-    text.parse::<ipnet::IpNet>()
-        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-        .ok()
-        .map(|net| net.trunc())
-}
-
 pub(crate) fn trust(raw: RawTrust) -> Result<TrustSpec, KeyError> {
     let mut internal_networks = Vec::new();
     for (i, text) in raw.internal_networks.iter().enumerate() {
-        let net = parse_network(text).ok_or_else(|| {
-            at(
-                &format!("trust.internal-networks[{i}]"),
-                format!("`{text}` is not an address range (like 10.0.0.0/8 or ::1/128)"),
-            )
-        })?;
+        let net = Network::parse(text)
+            .map_err(|why| at(&format!("trust.internal-networks[{i}]"), why))?;
         internal_networks.push(net);
     }
     let mut identities = BTreeSet::new();

@@ -40,8 +40,8 @@ impl ServerTlsArgs {
             });
         }
         for range in &self.trust {
-            let net = axle::manifest::parse_network(range)
-                .ok_or_else(|| anyhow::anyhow!("--trust `{range}`: not an address range"))?;
+            let net = axle::core::network::Network::parse(range)
+                .map_err(|e| anyhow::anyhow!("--trust: {e}"))?;
             manifest.trust.internal_networks.push(net);
         }
         manifest
