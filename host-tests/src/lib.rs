@@ -416,6 +416,21 @@ pub fn drive_echo(
     })
 }
 
+/// `axle stats --admin ADDR --json` of a running `axle serve --admin`, parsed (fails the
+/// test if the admin endpoint does not answer).
+pub fn admin_stats(admin: &str) -> serde_json::Value {
+    let out = std::process::Command::new(axle_bin())
+        .args(["stats", "--admin", admin, "--json"])
+        .output()
+        .expect("run axle stats");
+    assert!(
+        out.status.success(),
+        "the provider answers its admin endpoint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stats --json prints JSON")
+}
+
 /// A two-worker tokio runtime for tests that drive a client.
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

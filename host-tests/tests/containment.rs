@@ -316,15 +316,7 @@ fn serve_with_hostile_limiter(behaviour: &str, every: i64) -> serde_json::Value 
     );
     let (ok, failed) = drive_echo(&runtime, &client, CALLERS, 50, behaviour, plain);
     let admin = server.admin.clone().expect("--admin prints its address");
-    let out = Command::new(axle_host_tests::axle_bin())
-        .args(["stats", "--admin", &admin, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the provider still answers its admin endpoint"
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = axle_host_tests::admin_stats(&admin);
     let limiter = report["servers"][0]["plugins"]
         .as_array()
         .and_then(|p| p.iter().find(|p| p["name"] == "hostile-limiter"))

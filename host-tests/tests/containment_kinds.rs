@@ -4,7 +4,6 @@
 //! with the kernel serving (the paths the plugin is not in answer every call), the fault
 //! counted and visible, and nothing panicked.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use axle::client::{CallError, CallOptions, Client, ClientConfig};
@@ -282,20 +281,7 @@ fn provider_serializer(behaviour: &str, every: u32) -> (u64, serde_json::Value) 
     );
     let (echo_ok, echo_failed) = drive_echo(&runtime, &client, CALLERS, 50, behaviour, plain);
     assert_eq!((echo_ok, echo_failed), (400, 0), "raw calls do not meet it");
-    let out = Command::new(axle_host_tests::axle_bin())
-        .args([
-            "stats",
-            "--admin",
-            server.admin.as_deref().unwrap(),
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the provider answers its admin endpoint"
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = axle_host_tests::admin_stats(server.admin.as_deref().unwrap());
     let serializer = report["servers"][0]["plugins"]
         .as_array()
         .and_then(|p| p.iter().find(|p| p["name"] == "hostile-serializer"))

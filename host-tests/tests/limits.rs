@@ -4,7 +4,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use axle::client::CallOptions;
@@ -27,21 +26,6 @@ fn descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or(0)
-}
-
-/// The provider's own stats through its admin endpoint.
-fn server_stats(admin: &str) -> serde_json::Value {
-    let out = Command::new(axle_host_tests::axle_bin())
-        .args(["stats", "--admin", admin, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    report["servers"][0].clone()
 }
 
 /// Whether the provider closes `s` within a bound (reads until end of stream).
@@ -122,7 +106,8 @@ fn ten_thousand_idle_connections_against_a_cap_of_a_thousand() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let stats = server_stats(provider.admin.as_deref().unwrap());
+    let stats =
+        axle_host_tests::admin_stats(provider.admin.as_deref().unwrap())["servers"][0].clone();
     eprintln!(
         "flood of {flood}: provider descriptors {}, stats connections {} evicted {} refused {}",
         descriptors(pid),

@@ -3,12 +3,11 @@
 //! lift a declared method's limits on the provider nor grow either side's tables.
 //! Assertions are on answers and counts; the rates printed are for people, not asserted.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use axle::client::{CallOptions, Client, ClientConfig, PolicyView};
 use axle::manifest::{EndpointSpec, Manifest};
-use axle_host_tests::{axle_bin, rt, ServeProcess, TestHost};
+use axle_host_tests::{rt, ServeProcess, TestHost};
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -23,16 +22,7 @@ fn provider_manifest(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
 /// `axle stats --admin ADDR --json`: the provider's method rows.
 fn provider_methods(server: &ServeProcess) -> Vec<Value> {
     let admin = server.admin.as_deref().expect("--admin prints its address");
-    let out = Command::new(axle_bin())
-        .args(["stats", "--admin", admin, "--json"])
-        .output()
-        .expect("run axle stats");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("stats --json prints JSON");
+    let report = axle_host_tests::admin_stats(admin);
     let servers = report["servers"].as_array().expect("servers");
     assert_eq!(servers.len(), 1, "{report}");
     servers[0]["methods"].as_array().expect("methods").clone()
