@@ -3,8 +3,9 @@
 //! A reader task routes each response to the waiting call through a oneshot channel; the
 //! writer task (`writer.rs`) batches outgoing frames. A call that gives up (deadline, or
 //! its future dropped) removes itself and sends a `cancel` frame. A `goaway` stops new
-//! requests while the ones in flight finish; a broken connection fails every call in
-//! flight with `Reset`. Idle connections are pinged; one that stays silent is closed.
+//! requests while the ones in flight finish, and the connection closes once none is left
+//! (so a stopping endpoint's drain ends when its callers are done, not at its deadline);
+//! a broken connection fails every call in flight with `Reset`. Idle connections are pinged; one that stays silent is closed.
 //! Whoever dialled may be told when a connection stops taking requests (goaway, or
 //! closed): [`Connection::connect_watched`].
 
@@ -42,6 +43,35 @@ struct Shared {
 }
 
 impl Shared {
+    /// Removes the waiter of `id`. A connection told to go away is closed once nothing
+    /// waits on it any more.
+    fn take(&self, id: u64) -> Option<Waiter> {
+        let (waiter, drained) = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let waiter = pending.remove(&id);
+            (waiter, pending.is_empty() && self.draining.load(Relaxed))
+        };
+        if drained && !self.closed.load(Relaxed) {
+            self.fail_all("drained after a goaway");
+        }
+        waiter
+    }
+
+    /// A goaway arrived: no new requests; closed at once if nothing waits.
+    fn go_away(&self) {
+        if !self.draining.swap(true, Relaxed) {
+            self.tell_watch();
+        }
+        let idle = self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty();
+        if idle {
+            self.fail_all("drained after a goaway");
+        }
+    }
+
     fn tell_watch(&self) {
         if let Some(w) = &self.watch {
             w.notify_one();
@@ -153,18 +183,25 @@ impl Connection {
         let writer_shared = shared.clone();
         tokio::spawn(async move {
             let failed = writer_shared.clone();
-            let why = super::writer::run(write, rx, limits, move |frame, err| {
-                let waiter = failed
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&frame.id);
-                if let Some(w) = waiter {
+            let writing = super::writer::run(write, rx, limits, move |frame, err| {
+                if let Some(w) = failed.take(frame.id) {
                     let _ = w.send(Err(TransportError::Frame(err.to_string())));
                 }
                 None
-            })
-            .await;
+            });
+            // Closed from this side (or drained after a goaway): the socket goes with the
+            // writer, rather than when the last handle on the connection is dropped.
+            let closing = writer_shared.closing.notified();
+            tokio::pin!(closing);
+            closing.as_mut().enable();
+            let why = if writer_shared.closed.load(Relaxed) {
+                "closed".to_string()
+            } else {
+                tokio::select! {
+                    why = writing => why,
+                    _ = closing => "closed".to_string(),
+                }
+            };
             writer_shared.fail_all(&why);
         });
 
@@ -197,12 +234,7 @@ impl Connection {
                             // A pong answers a heartbeat by its id (keep-alive pings use
                             // id 0, which no one waits for).
                             Kind::Response | Kind::Pong => {
-                                let waiter = reader_shared
-                                    .pending
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .remove(&frame.id);
-                                if let Some(w) = waiter {
+                                if let Some(w) = reader_shared.take(frame.id) {
                                     let _ = w.send(Ok(frame));
                                 }
                             }
@@ -215,9 +247,7 @@ impl Connection {
                                     reason = frame.meta.error_message.as_deref().unwrap_or(""),
                                     "goaway: no new requests on this connection"
                                 );
-                                if !reader_shared.draining.swap(true, Relaxed) {
-                                    reader_shared.tell_watch();
-                                }
+                                reader_shared.go_away();
                             }
                             Kind::Request | Kind::Cancel => {}
                         }
@@ -319,6 +349,14 @@ impl Connection {
             )));
         }
         let (id, rx) = self.expect_answer();
+        // Waiting from here on keeps a draining connection open for the answer; a goaway
+        // that came first means the request is not sent.
+        if !self.usable() {
+            self.forget(id);
+            return Err(TransportError::Draining {
+                addr: self.shared.addr.clone(),
+            });
+        }
         let mut guard = Waiting {
             conn: self,
             id,
@@ -400,12 +438,7 @@ impl Connection {
     }
 
     fn forget(&self, id: u64) -> bool {
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id)
-            .is_some()
+        self.shared.take(id).is_some()
     }
 
     /// Closes the connection: calls in flight fail with `Reset`.

@@ -322,4 +322,48 @@ mod tests {
         assert!(second.usable() && !link.away());
         let _held = provider.await.unwrap();
     }
+
+    #[tokio::test]
+    async fn a_connection_told_to_go_away_closes_once_its_last_answer_is_in() {
+        use futures::{SinkExt, StreamExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        // A stopping endpoint: goaway while a request is in flight, then its answer; then
+        // it waits for the caller to close.
+        let provider = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut frames = tokio_util::codec::Framed::new(
+                stream,
+                axle_wire::FrameCodec::new(Limits::default()),
+            );
+            let request = loop {
+                match frames.next().await.unwrap().unwrap() {
+                    f if f.kind == axle_wire::Kind::Request => break f,
+                    _ => {}
+                }
+            };
+            frames
+                .send(axle_wire::Frame::goaway("stopping"))
+                .await
+                .unwrap();
+            let answer = axle_wire::Frame::response(request.id, None, request.payload);
+            frames.send(answer).await.unwrap();
+            // The caller closes: the stream ends (no more frames, whatever came before).
+            while let Some(Ok(_)) = frames.next().await {}
+        });
+        let link = EndpointLink::new(&addr, Limits::default(), Keepalive::default());
+        let conn = link.connection().await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let meta = axle_wire::Metadata::default();
+        let answer = conn
+            .call(0, meta, bytes::Bytes::from_static(b"hi"), deadline)
+            .await
+            .unwrap();
+        assert_eq!(answer.payload, bytes::Bytes::from_static(b"hi"), "answered");
+        tokio::time::timeout(Duration::from_secs(10), provider)
+            .await
+            .expect("the caller closed the drained connection")
+            .unwrap();
+        assert!(conn.closed() && link.away());
+    }
 }
