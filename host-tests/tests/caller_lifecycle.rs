@@ -353,10 +353,8 @@ fn a_rolling_restart_of_manifest_listed_providers_fails_no_non_idempotent_call()
     // so a call is never sent twice once it may have run.
     let mut m = axle::manifest::Manifest::embedded().unwrap();
     m.endpoints.clear();
-    m.endpoints.insert(
-        "kv".into(),
-        addrs.iter().map(|a| EndpointSpec::new(a)).collect(),
-    );
+    m.endpoints
+        .insert("kv".into(), addrs.iter().map(EndpointSpec::new).collect());
     let t = TestHost::new();
     let client = Client::new(&t.host, axle::client::ClientConfig::new(m)).unwrap();
     assert!(!client.manifest().governance("kv", "put").idempotent);

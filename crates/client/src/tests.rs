@@ -120,7 +120,9 @@ async fn serve(
             Kind::Request => {
                 requests.fetch_add(1, Relaxed);
                 match mode_now() {
-                    m if m == Mode::Echo as u8 => Frame::response(frame.id, None, frame.payload),
+                    m if m == Mode::Echo as u8 => {
+                        Frame::response(frame.id, frame.meta.content_type, frame.payload)
+                    }
                     m if m == Mode::Failing as u8 => {
                         Frame::error(frame.id, ErrorClass::Internal, "failing")
                     }
@@ -340,6 +342,29 @@ async fn a_connect_that_would_overrun_the_budget_is_cut_to_it() {
         "the call's budget, not the connect timeout: {err}"
     );
     assert_eq!(in_flight(&client), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_spent_before_an_attempt_sends_nothing() {
+    let (host, _cache) = host();
+    let a = Fake::start(Mode::Echo).await;
+    let client = client(&host, vec![a.spec()], "idempotent = true\nretries = 3");
+    // Typed: the serializer runs first, on the call's budget (1 µs: gone by the pick).
+    let options = CallOptions::timeout(Duration::from_micros(1));
+    let err = client
+        .call::<_, serde_json::Value>("svc", "m", &serde_json::json!({"q": 1}), &options)
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), "deadline_exceeded", "{err}");
+    assert_eq!(a.requests.load(Relaxed), 0, "nothing was sent");
+    assert_eq!(in_flight(&client), 0);
+    // With a budget, the same call goes through.
+    let options = CallOptions::timeout(Duration::from_secs(5));
+    let answer: serde_json::Value = client
+        .call("svc", "m", &serde_json::json!({"q": 1}), &options)
+        .await
+        .unwrap();
+    assert_eq!(answer, serde_json::json!({"q": 1}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -113,3 +113,55 @@ pub fn readmit(ep: &Endpoint) {
     ep.breaker.reset();
     ep.health.update(|s| *s = Status::default());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn endpoint() -> Endpoint {
+        let facts = axle_facts::FactsTable::new();
+        let (id, cell) = facts.allocate("127.0.0.1:9", 100);
+        let g = axle_governance::Governance::default();
+        Endpoint {
+            id,
+            spec: arc_swap::ArcSwap::from_pointee(axle_manifest::EndpointSpec::new("127.0.0.1:9")),
+            link: axle_transport::endpoint::EndpointLink::new(
+                "127.0.0.1:9",
+                axle_wire::Limits::default(),
+                axle_transport::Keepalive::default(),
+            ),
+            cell,
+            breaker: axle_governance::breaker::Breaker::new("e", (&g).into()),
+            health: super::super::EndpointHealth::default(),
+        }
+    }
+
+    #[test]
+    fn an_unreachable_endpoint_that_answers_is_readmitted_clean() {
+        let ep = endpoint();
+        ep.health.update(|s| {
+            s.unreachable = true;
+            s.heartbeat_failures = 3;
+        });
+        assert_eq!(back(&ep), Some(HealthChange::Readmitted));
+        let s = ep.health.status();
+        assert!(!s.unreachable && s.heartbeat_failures == 0);
+        // One that never left: nothing to announce.
+        assert_eq!(back(&ep), None);
+    }
+
+    #[test]
+    fn a_scorer_removed_endpoint_keeps_its_readmission_sleep() {
+        let ep = endpoint();
+        let removed = Instant::now();
+        ep.health.update(|s| {
+            s.unreachable = true;
+            s.removed_at = Some(removed);
+        });
+        assert_eq!(back(&ep), None, "not re-admitted by answering");
+        let s = ep.health.status();
+        assert!(!s.unreachable, "reachable again");
+        assert_eq!(s.removed_at, Some(removed), "still sleeping");
+    }
+}
