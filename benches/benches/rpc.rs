@@ -51,9 +51,14 @@ fn echo(c: &mut Criterion) {
 
     let conn = rt.block_on(async {
         let (addr, _task) = start_raw_server().await.expect("raw server");
-        Connection::connect(&addr.to_string(), Limits::default(), Keepalive::default())
-            .await
-            .expect("connect")
+        Connection::connect(
+            &addr.to_string(),
+            Limits::default(),
+            Keepalive::default(),
+            None,
+        )
+        .await
+        .expect("connect")
     });
     c.bench_function("echo-1KiB/raw", |b| {
         b.iter(|| {

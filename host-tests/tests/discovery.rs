@@ -765,7 +765,7 @@ fn hostile_registry_entries_are_skipped_never_dialled_and_the_rest_keeps_serving
         "a call went elsewhere"
     );
     let table: Vec<String> = client.endpoints().into_iter().map(|e| e.address).collect();
-    assert_eq!(table, [good.addr.clone()]);
+    assert_eq!(table, std::slice::from_ref(&good.addr));
     // A real consumer process (`axle call`, allowed-networks from its manifest) calls the
     // good provider and logs each skipped entry once.
     let dir = tempfile::tempdir().expect("dir");

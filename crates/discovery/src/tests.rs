@@ -264,7 +264,10 @@ fn the_etcd_table_takes_tls_credentials_and_caps() {
     let d = discovery(serde_json::json!({})).unwrap();
     assert_eq!(d.etcd, EtcdConfig::default());
     assert!(!d.etcd.tls());
-    assert_eq!(d.etcd.limits.max_instances, defaults::MAX_INSTANCES_PER_SERVICE);
+    assert_eq!(
+        d.etcd.limits.max_instances,
+        defaults::MAX_INSTANCES_PER_SERVICE
+    );
     let d = discovery(serde_json::json!({ "etcd": {
         "user": "axle",
         "password-file": "etcd.pw",
