@@ -194,3 +194,18 @@ fn sigterm_with_slow_calls_in_flight_answers_or_refuses_each() {
         .unwrap_or_else(|| panic!("no `stopped:` line in {summary:?}"));
     assert_eq!(handled, ok, "every execution's answer reached its caller");
 }
+
+#[test]
+fn a_sigterm_right_after_start_is_a_graceful_stop() {
+    // The stop signal is listened for before the provider binds: one that comes while it
+    // starts (or registers) is neither lost nor fatal.
+    for _ in 0..3 {
+        let mut provider = ServeProcess::start(&[]);
+        provider.terminate();
+        let status = provider
+            .wait_exit(Duration::from_secs(10))
+            .expect("exits after a SIGTERM sent at once");
+        assert!(status.success(), "a graceful exit: {status:?}");
+        assert!(provider.rest_of_stdout().contains("stopped: 0 handled"));
+    }
+}

@@ -104,6 +104,7 @@ fn flaky(base: FlakyConfig, a: &Args) -> FlakyConfig {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut stop = StopSignal::listen();
     let mut manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
     args.tls.apply(&mut manifest)?;
     // One descriptor per connection: the soft limit (often 1,024) would refuse connections
@@ -239,7 +240,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Start inside-out: ready first, then visible. A stop signal meanwhile stops.
         let registered = tokio::select! {
             r = axle::exposure::register(&mut server, backend.as_ref(), &keys, instance, ready_timeout) => r?,
-            _ = wait_for_stop() => {
+            _ = stop.wait() => {
                 server.shutdown(Duration::from_millis(args.drain_ms)).await;
                 return Ok(ExitCode::SUCCESS);
             }
@@ -251,7 +252,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if args.registry.is_some() {
         tracing::info!("{registry:?} lists providers; nothing to register with it");
     }
-    wait_for_stop().await;
+    stop.wait().await;
     tracing::info!("stopping: draining requests in flight");
     if let Some(a) = admin {
         a.shutdown(Duration::ZERO).await;
@@ -273,25 +274,38 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn wait_for_stop() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// SIGTERM and Ctrl-C, listened for from the start: a signal that arrives while the
+/// server starts or registers (before anything awaits it) is kept, not lost — tokio only
+/// reports signals to listeners that existed when they came.
+struct StopSignal {
     #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+    signals: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl StopSignal {
+    fn listen() -> StopSignal {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let signals = signal(SignalKind::terminate())
+                .and_then(|term| Ok((term, signal(SignalKind::interrupt())?)))
+                .ok();
+            StopSignal { signals }
         }
+        #[cfg(not(unix))]
+        StopSignal {}
     }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+
+    /// Resolves at the first SIGTERM or Ctrl-C since [`StopSignal::listen`].
+    async fn wait(&mut self) {
+        #[cfg(unix)]
+        if let Some((term, int)) = self.signals.as_mut() {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            return;
+        }
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
