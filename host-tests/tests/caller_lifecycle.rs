@@ -5,16 +5,13 @@
 //! fails no non-idempotent call. Assertions are on counts and states; waits are for
 //! states, bounded, never for timings.
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axle::client::{CallOptions, Client};
 use axle::manifest::EndpointSpec;
-use axle_host_tests::{
-    axle_bin, governed_client, manifest_with_governance, rt, ServeProcess, TestHost,
-};
+use axle_host_tests::{governed_client, manifest_with_governance, rt, ServeProcess, TestHost};
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -33,16 +30,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// `axle stats --admin ADDR --json`: the row of `service/method` of its one server.
 fn provider_row(admin: &str, service: &str, method: &str) -> Value {
-    let out = Command::new(axle_bin())
-        .args(["stats", "--admin", admin, "--json"])
-        .output()
-        .expect("run axle stats");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let report = axle_host_tests::admin_stats(admin);
     report["servers"][0]["methods"]
         .as_array()
         .expect("methods")
@@ -337,14 +325,6 @@ impl Load {
     }
 }
 
-fn sigterm(p: &ServeProcess) {
-    let status = Command::new("kill")
-        .args(["-TERM", &p.pid().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -TERM {}", p.pid());
-}
-
 #[test]
 fn a_rolling_restart_of_manifest_listed_providers_fails_no_non_idempotent_call() {
     let mut providers: Vec<ServeProcess> = (0..3).map(|_| ServeProcess::start(&[])).collect();
@@ -377,7 +357,7 @@ fn a_rolling_restart_of_manifest_listed_providers_fails_no_non_idempotent_call()
         let t0 = Instant::now();
         until("calls flowing", || load.total() >= 500).await;
         for (i, addr) in addrs.iter().enumerate() {
-            sigterm(&providers[i]);
+            providers[i].terminate();
             // Blocking this thread is fine: the calls run on the runtime's workers.
             let exited = providers[i].wait_exit(Duration::from_secs(30));
             assert!(exited.is_some(), "provider {addr} did not stop");

@@ -250,6 +250,35 @@ fn following_client(
 }
 
 /// [`following_client`], reaching etcd and checking its entries as `config` says.
+/// A consumer following etcd with `config` finds the one provider at `addr` and calls it.
+fn finds_and_calls(
+    rt: &tokio::runtime::Runtime,
+    t: &TestHost,
+    etcd: &Etcd,
+    addr: &str,
+    config: EtcdConfig,
+) -> (Client, Follow) {
+    let (client, follow) = following_client_with(
+        rt,
+        t,
+        etcd,
+        "round-robin",
+        primary("default"),
+        Duration::ZERO,
+        config,
+    );
+    wait_until(Duration::from_secs(5), || follow.state().endpoints == 1).expect("found");
+    assert!(table_has(&client, addr));
+    let reply = rt.block_on(client.call_raw(
+        "flaky",
+        "echo",
+        bytes::Bytes::from_static(b"hi"),
+        &CallOptions::timeout(Duration::from_secs(2)),
+    ));
+    assert!(reply.is_ok(), "{:?}", reply.err());
+    (client, follow)
+}
+
 fn following_client_with(
     rt: &tokio::runtime::Runtime,
     t: &TestHost,
@@ -894,24 +923,13 @@ fn etcd_with_users_lets_only_the_right_password_in() {
     pw("etcd.pw", "s3cret\n");
     let m = manifest_with_etcd(dir.path(), "user = \"axle\"\npassword-file = \"etcd.pw\"");
     let provider = Provider::start(&etcd.url(), &["--manifest", &m]);
-    let (client, follow) = following_client_with(
+    let (_client, _follow) = finds_and_calls(
         &rt,
         &t,
         &etcd,
-        "round-robin",
-        primary("default"),
-        Duration::ZERO,
+        &provider.addr,
         as_user(dir.path().join("etcd.pw")),
     );
-    wait_until(Duration::from_secs(5), || follow.state().endpoints == 1).expect("found");
-    assert!(table_has(&client, &provider.addr));
-    let reply = rt.block_on(client.call_raw(
-        "flaky",
-        "echo",
-        bytes::Bytes::from_static(b"hi"),
-        &CallOptions::timeout(Duration::from_secs(2)),
-    ));
-    assert!(reply.is_ok(), "{:?}", reply.err());
     // Nobody else gets in: no credentials, a wrong password.
     let anonymous = backend(&rt, &etcd, EtcdConfig::default());
     let wrong = backend(&rt, &etcd, as_user(pw("wrong.pw", "guess")));
@@ -964,24 +982,7 @@ fn etcd_over_tls_needs_its_ca_and_a_client_certificate() {
         ),
     );
     let provider = Provider::start(&etcd.url(), &["--manifest", &m]);
-    let (client, follow) = following_client_with(
-        &rt,
-        &t,
-        &etcd,
-        "round-robin",
-        primary("default"),
-        Duration::ZERO,
-        config.clone(),
-    );
-    wait_until(Duration::from_secs(5), || follow.state().endpoints == 1).expect("found");
-    assert!(table_has(&client, &provider.addr));
-    let reply = rt.block_on(client.call_raw(
-        "flaky",
-        "echo",
-        bytes::Bytes::from_static(b"hi"),
-        &CallOptions::timeout(Duration::from_secs(2)),
-    ));
-    assert!(reply.is_ok(), "{:?}", reply.err());
+    let (_client, follow) = finds_and_calls(&rt, &t, &etcd, &provider.addr, config.clone());
     // Refused: plain HTTP, no client certificate, a CA that did not issue etcd's certificate.
     let other = TestPki::new();
     let (other_cert, other_key) = other.issue("client", "axle-client");
