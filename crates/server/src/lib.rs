@@ -473,6 +473,9 @@ impl Dispatch for Pipeline {
     }
 
     fn keeps_running(&self, request: &Frame) -> bool {
+        if !self.guards.any_keeps_running {
+            return false;
+        }
         let (Some(service), Some(method)) = (&request.meta.service, &request.meta.method) else {
             return false;
         };

@@ -67,6 +67,9 @@ pub struct Guards {
     shared: FxHashMap<String, MethodGuard>,
     /// `*/*`.
     unserved: MethodGuard,
+    /// Whether any entry lets its handler outlive its caller's connection (when none
+    /// does, the transport's per-request question is answered without a lookup).
+    pub any_keeps_running: bool,
 }
 
 impl Guards {
@@ -107,9 +110,16 @@ impl Guards {
                 (s.to_string(), MethodGuard::new(s, ANY, &g))
             })
             .collect();
+        let shared: FxHashMap<String, MethodGuard> = shared;
+        let any_keeps_running = declared
+            .values()
+            .flat_map(|m| m.values())
+            .chain(shared.values())
+            .any(|g| !g.cancel_on_disconnect);
         Guards {
             declared,
             shared,
+            any_keeps_running,
             // Answered `not_found` before any protection runs: only its counters matter.
             unserved: MethodGuard::new(ANY, ANY, &Governance::default()),
         }
@@ -282,5 +292,18 @@ internal-only = true
         assert_eq!(&*guards.of("echo", "get", true).method, ANY);
         let nope = guards.of("kv", "nope", false);
         assert_eq!((&*nope.service, &*nope.method), (ANY, ANY));
+        assert!(
+            !guards.any_keeps_running,
+            "handlers are cancelled by default"
+        );
+    }
+
+    #[test]
+    fn a_method_that_outlives_its_caller_is_known_up_front() {
+        let m = manifest("[services.kv.methods.put]\ncancel-on-disconnect = false\n");
+        let guards = Guards::new(Some(&m), [("kv", "get"), ("kv", "put")], []);
+        assert!(guards.any_keeps_running);
+        assert!(!guards.of("kv", "put", true).cancel_on_disconnect);
+        assert!(guards.of("kv", "get", true).cancel_on_disconnect);
     }
 }

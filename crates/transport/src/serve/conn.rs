@@ -135,7 +135,6 @@ impl<D: Dispatch> Conn<D> {
         tokio::pin!(check);
         // When a check first saw part of a frame waiting.
         let mut partial_since: Option<Instant> = None;
-        let mut last_frame = Instant::now();
         loop {
             let next = tokio::select! {
                 next = frames.next() => next,
@@ -162,7 +161,10 @@ impl<D: Dispatch> Conn<D> {
                     } else {
                         partial_since.get_or_insert(now);
                     }
-                    let quiet = now - last_frame;
+                    // Since the last frame (or the connection's start): the registry's clock.
+                    let quiet = Duration::from_nanos(
+                        axle_core::now_ns().saturating_sub(state.last_active_ns.load(Relaxed)),
+                    );
                     if idle && partial_since.is_none() {
                         if goaway_sent && quiet >= GOAWAY_LINGER {
                             return End::Closed;
@@ -188,7 +190,6 @@ impl<D: Dispatch> Conn<D> {
                     return End::Gone;
                 }
             };
-            last_frame = Instant::now();
             state.last_active_ns.store(axle_core::now_ns(), Relaxed);
             match frame.kind {
                 Kind::Request => self.request(frame, tx).await,
