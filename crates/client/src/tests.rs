@@ -39,8 +39,9 @@ struct Fake {
     requests: Arc<AtomicU64>,
     cancels: Arc<AtomicU64>,
     connections: Arc<AtomicU64>,
-    /// Tells every open connection to say goaway (once).
-    shed: Arc<tokio::sync::Notify>,
+    /// Bumped to tell every connection open then to say goaway (once). A watch, not a
+    /// notify: a connection busy answering a heartbeat when it is bumped still sees it.
+    shed: Arc<tokio::sync::watch::Sender<u64>>,
     _task: tokio::task::JoinHandle<()>,
 }
 
@@ -50,7 +51,7 @@ impl Fake {
         let addr = listener.local_addr().unwrap().to_string();
         let mode = Arc::new(AtomicU8::new(mode as u8));
         let (requests, cancels) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let shed = Arc::new(tokio::sync::Notify::new());
+        let shed = Arc::new(tokio::sync::watch::Sender::new(0));
         let connections = Arc::new(AtomicU64::new(0));
         let (m, r, c, s) = (
             mode.clone(),
@@ -62,8 +63,8 @@ impl Fake {
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 accepted.fetch_add(1, Relaxed);
-                let (m, r, c, s) = (m.clone(), r.clone(), c.clone(), s.clone());
-                tokio::spawn(serve(stream, m, r, c, s));
+                let (m, r, c) = (m.clone(), r.clone(), c.clone());
+                tokio::spawn(serve(stream, m, r, c, s.subscribe()));
             }
         });
         Fake {
@@ -81,6 +82,11 @@ impl Fake {
         self.mode.store(mode as u8, Relaxed);
     }
 
+    /// Every connection open now says goaway.
+    fn shed(&self) {
+        self.shed.send_modify(|n| *n += 1);
+    }
+
     fn spec(&self) -> EndpointSpec {
         EndpointSpec::new(&self.addr)
     }
@@ -91,7 +97,7 @@ async fn serve(
     mode: Arc<AtomicU8>,
     requests: Arc<AtomicU64>,
     cancels: Arc<AtomicU64>,
-    shed: Arc<tokio::sync::Notify>,
+    mut shed: tokio::sync::watch::Receiver<u64>,
 ) {
     let mut frames = tokio_util::codec::Framed::new(stream, FrameCodec::new(Limits::default()));
     let mode_now = || mode.load(Relaxed);
@@ -105,7 +111,7 @@ async fn serve(
                 Some(Ok(f)) => f,
                 _ => return,
             },
-            _ = shed.notified(), if !shed_sent => {
+            _ = shed.changed(), if !shed_sent => {
                 shed_sent = true;
                 let _ = frames.send(Frame::goaway("shedding this connection")).await;
                 continue;
@@ -379,7 +385,7 @@ async fn a_stopping_endpoint_leaves_rotation_and_is_back_once_it_answers() {
     }
     // A shed connection (goaway, the endpoint fine): a new one answers, nothing changes.
     assert_eq!(a.connections.load(Relaxed), 1);
-    a.shed.notify_waiters();
+    a.shed();
     let redialling = || {
         client
             .state
@@ -395,7 +401,7 @@ async fn a_stopping_endpoint_leaves_rotation_and_is_back_once_it_answers() {
     // Stopping: goaway on every connection, `shutting_down` to requests. No call fails
     // (they fail over), and the endpoint leaves the rotation.
     a.set(Mode::Stopping);
-    a.shed.notify_waiters();
+    a.shed();
     for _ in 0..20 {
         call(&client, &CallOptions::default()).await.unwrap();
     }

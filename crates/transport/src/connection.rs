@@ -23,7 +23,7 @@ use tokio_util::codec::FramedRead;
 
 use super::{Keepalive, TransportError};
 use crate::tls::ClientTls;
-use axle_wire::{Frame, FrameCodec, Kind, Limits, Metadata, HEADER_LEN};
+use axle_wire::{ErrorClass, Frame, FrameCodec, Kind, Limits, Metadata, HEADER_LEN};
 
 type Waiter = oneshot::Sender<Result<Frame, TransportError>>;
 
@@ -234,6 +234,13 @@ impl Connection {
                             // A pong answers a heartbeat by its id (keep-alive pings use
                             // id 0, which no one waits for).
                             Kind::Response | Kind::Pong => {
+                                // A `shutting_down` answer says what a goaway says, even
+                                // if the goaway itself is still on its way (or never
+                                // comes): no new requests here. Draining before the
+                                // answer is delivered: its caller finds it so.
+                                if frame.meta.error_class == Some(ErrorClass::ShuttingDown) {
+                                    reader_shared.go_away();
+                                }
                                 if let Some(w) = reader_shared.take(frame.id) {
                                     let _ = w.send(Ok(frame));
                                 }

@@ -14,10 +14,13 @@ use tokio::sync::watch;
 use super::connection::Connection;
 use super::serve::{self, Dispatch, Peer};
 use super::{Keepalive, TransportError};
-use axle_wire::{Frame, Limits, Metadata};
+use axle_wire::{ErrorClass, Frame, Limits, Metadata};
+
+const STOPPING: u8 = 255;
 
 /// Echoes after sleeping the number of milliseconds in the payload's first byte; counts
-/// requests that were dropped (cancelled) before finishing.
+/// requests that were dropped (cancelled) before finishing. A first byte of [`STOPPING`]
+/// is answered `shutting_down`.
 #[derive(Default)]
 struct SlowEcho {
     cancelled: AtomicUsize,
@@ -36,6 +39,9 @@ impl Drop for CountDrop<'_> {
 impl Dispatch for SlowEcho {
     fn dispatch(self: Arc<Self>, request: Frame, _peer: &Arc<Peer>) -> BoxFuture<'static, Frame> {
         Box::pin(async move {
+            if request.payload.first() == Some(&STOPPING) {
+                return Frame::error(request.id, ErrorClass::ShuttingDown, "stopping");
+            }
             let mut guard = CountDrop(&self.cancelled, false);
             let ms = request.payload.first().copied().unwrap_or(0);
             tokio::time::sleep(Duration::from_millis(u64::from(ms))).await;
@@ -142,6 +148,33 @@ async fn goaway_stops_new_requests_while_those_in_flight_finish() {
     while conn.usable() && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    assert!(!conn.usable());
+    let refused = conn
+        .call(0, meta(), Bytes::from_static(&[0]), soon(1000))
+        .await;
+    assert!(
+        matches!(refused, Err(TransportError::Draining { .. })),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_shutting_down_answer_drains_the_connection_like_a_goaway() {
+    let (addr, _closing) = server(Arc::default()).await;
+    let conn = Connection::connect(
+        &addr.to_string(),
+        Limits::default(),
+        Keepalive::default(),
+        None,
+    )
+    .await
+    .unwrap();
+    let answer = conn
+        .call(0, meta(), Bytes::from_static(&[STOPPING]), soon(5000))
+        .await
+        .unwrap();
+    assert_eq!(answer.meta.error_class, Some(ErrorClass::ShuttingDown));
+    // Its caller already finds the connection draining: a re-dial makes a new one.
     assert!(!conn.usable());
     let refused = conn
         .call(0, meta(), Bytes::from_static(&[0]), soon(1000))
