@@ -9,6 +9,7 @@
 
 pub mod defaults;
 mod endpoints;
+mod gateway;
 mod plugins;
 mod raw;
 mod security;
@@ -22,6 +23,7 @@ use std::time::Duration;
 pub use axle_core::EndpointSpec;
 pub use axle_plugin_host::{ComponentSource, PluginKind, PluginSpec};
 pub use endpoints::parse_endpoints;
+pub use gateway::{GatewayRoute, GatewaySpec, SidecarSpec};
 pub use security::{TlsSpec, TrustSpec};
 pub use serve::{FlakyConfig, ServeSpec};
 pub use slots::Slots;
@@ -70,6 +72,9 @@ pub struct Manifest {
     pub tls: TlsSpec,
     /// `[trust]`: which peers are inside the trust boundary (nobody by default).
     pub trust: TrustSpec,
+    /// `[gateway]` and `[sidecar]`: the HTTP face (`axle gateway`, `axle sidecar`).
+    pub gateway: GatewaySpec,
+    pub sidecar: SidecarSpec,
 }
 
 /// The text as TOML, then as the manifest's tables (errors name the line or the key).
@@ -126,6 +131,7 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
         axle_discovery::DiscoveryConfig::from_raw(raw.discovery, &service_discovery, base)?;
     let tls = security::tls(raw.tls, base)?;
     let trust = security::trust(raw.trust)?;
+    let (gateway, sidecar) = (gateway::gateway(raw.gateway)?, gateway::sidecar(raw.sidecar)?);
     let mut plugins = BTreeMap::new();
     for (name, p) in raw.plugins {
         plugins.insert(name.clone(), plugins::spec(name, p, base)?);
@@ -173,6 +179,8 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
         discovery,
         tls,
         trust,
+        gateway,
+        sidecar,
     })
 }
 

@@ -26,6 +26,10 @@ pub(crate) struct RawManifest {
     pub(crate) tls: crate::security::RawTls,
     #[serde(default)]
     pub(crate) trust: crate::security::RawTrust,
+    #[serde(default)]
+    pub(crate) gateway: crate::gateway::RawGateway,
+    #[serde(default)]
+    pub(crate) sidecar: crate::gateway::RawSidecar,
 }
 
 #[derive(Deserialize, Default)]
