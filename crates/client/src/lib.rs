@@ -18,6 +18,7 @@ mod tests;
 
 pub use error::CallError;
 pub use options::CallOptions;
+pub use stages::count::CallCounts;
 pub use state::ClientConfig;
 pub use views::{EndpointView, PolicyView, ServiceView};
 

@@ -83,9 +83,13 @@ impl Client {
                 result
             }
         };
+        policy
+            .counters
+            .ended(&result, started.elapsed().as_nanos() as u64);
         match (result, &g.fallback) {
             (Err(e), Some(fallback)) if options.fallback && stages::fallback::applies(&e) => {
                 tracing::debug!(service, method, "answering with the fallback: {e}");
+                policy.counters.fell_back();
                 self.fallback(&svc, fallback, body, content_type, options)
                     .await
             }
@@ -132,11 +136,18 @@ impl Client {
                     Duration::ZERO
                 }
             };
-            if !stages::retry::fits(wait, call.deadline)
-                || tried.len() >= candidates.members.len()
-                || (stages::retry::costs_budget(&err, next) && !call.svc.budget.withdraw())
+            if !stages::retry::fits(wait, call.deadline) || tried.len() >= candidates.members.len()
             {
                 return Err(err);
+            }
+            let counters = &call.policy.counters;
+            if stages::retry::costs_budget(&err, next) && !call.svc.budget.withdraw() {
+                counters.budget_refused();
+                return Err(err);
+            }
+            match next {
+                Next::Retry => counters.retried(),
+                _ => counters.failed_over(),
             }
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
@@ -225,12 +236,14 @@ impl Client {
             _ = tokio::time::sleep(delay) => {}
         }
         if !call.svc.budget.withdraw() {
+            call.policy.counters.budget_refused();
             return first.await;
         }
         let backup = match self.choose(call, candidates, tried) {
             Ok(attempt) => self.send_to(call, attempt),
             Err(_) => return first.await,
         };
+        call.policy.counters.hedged();
         tokio::pin!(backup);
         tokio::select! {
             r = &mut first => match r {

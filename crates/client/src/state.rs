@@ -133,6 +133,8 @@ pub struct MethodPolicy {
     /// copy-on-write when a new shape appears, bounded; see `stages::route`). New with
     /// every policy, so never older than its selector.
     pub memo: ArcSwap<Vec<RouteMemo>>,
+    /// What its calls came to (kept across swaps: a swap is no reason to lose counts).
+    pub counters: Arc<crate::stages::count::CallCounters>,
 }
 
 /// One service's policies: one per declared method, one shared by every other name.
@@ -202,6 +204,7 @@ impl MethodPolicy {
             breaker,
             selector,
             memo: ArcSwap::from_pointee(Vec::new()),
+            counters: previous.map(|p| p.counters.clone()).unwrap_or_default(),
         }
     }
 }

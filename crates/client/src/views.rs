@@ -58,6 +58,9 @@ pub struct PolicyView {
     pub breaker_opened: u64,
     /// Request shapes whose route is memoised now.
     pub route_shapes: usize,
+    /// What its calls came to: outcomes by class, retries, failovers, hedges, latency.
+    #[serde(flatten, default)]
+    pub counts: crate::stages::count::CallCounts,
 }
 
 impl ClientState {
@@ -127,6 +130,7 @@ impl ClientState {
                         .to_string(),
                         breaker_opened: p.breaker.times_opened(),
                         route_shapes: p.memo.load().len(),
+                        counts: p.counters.counts(),
                     })
                     .collect();
                 // Declared methods by name, `*` last.

@@ -27,6 +27,41 @@ pub struct Latency {
     buckets: Box<[AtomicU64]>,
 }
 
+/// The upper bounds (ns) of the buckets a [`Latency`] is exported in (Prometheus
+/// `_bucket{le=...}`, `docs/observability.md`): 100 µs to 10 s, 1-2.5-5 per decade. Few
+/// and fixed, so every histogram of a scrape has the same `le` labels and a dashboard can
+/// sum them; the fine buckets stay inside for the quantiles.
+pub const EXPORT_BOUNDS_NS: [u64; 16] = [
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
+
+/// A [`Latency`] in the export buckets: how many samples, their sum, and how many were at
+/// most each of [`EXPORT_BOUNDS_NS`] (cumulative, as Prometheus wants; the `+Inf` bucket
+/// is `count`). A sample counts under the first bound at or above its fine bucket's
+/// middle, so within 1/32 of its value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Exported {
+    pub count: u64,
+    pub sum_ns: u64,
+    /// One count per bound of [`EXPORT_BOUNDS_NS`] (empty: no sample yet).
+    pub le: Vec<u64>,
+}
+
 /// What [`Latency`] says at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LatencySnapshot {
@@ -88,6 +123,34 @@ impl Latency {
         }
         self.sum_ns.fetch_add(other.sum_ns.load(Relaxed), Relaxed);
         self.max_ns.fetch_max(other.max_ns.load(Relaxed), Relaxed);
+    }
+
+    /// The histogram in the export buckets (for `/metrics`; reads every counter once).
+    pub fn exported(&self) -> Exported {
+        let mut le = vec![0u64; EXPORT_BOUNDS_NS.len()];
+        let mut count = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            let n = b.load(Relaxed);
+            if n == 0 {
+                continue;
+            }
+            count += n;
+            let value = value_of(i);
+            if let Some(first) = EXPORT_BOUNDS_NS.iter().position(|&bound| value <= bound) {
+                le[first] += n;
+            }
+        }
+        if count == 0 {
+            return Exported::default();
+        }
+        for i in 1..le.len() {
+            le[i] += le[i - 1];
+        }
+        Exported {
+            count,
+            sum_ns: self.sum_ns.load(Relaxed),
+            le,
+        }
     }
 
     /// A snapshot (counters read one by one: a request recorded meanwhile may show in some
@@ -152,6 +215,30 @@ mod tests {
             assert!(err <= 1.0 / 32.0, "{ns} reads as {v}");
         }
         assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn exported_buckets_are_cumulative_and_end_at_the_count() {
+        let l = Latency::default();
+        assert_eq!(l.exported(), Exported::default());
+        // 50 µs (under the first bound), 3 ms (under 5 ms), 20 s (only +Inf).
+        for ns in [50_000, 50_000, 3_000_000, 20_000_000_000] {
+            l.record(ns);
+        }
+        let e = l.exported();
+        assert_eq!(e.count, 4);
+        assert_eq!(e.sum_ns, 20_003_100_000);
+        assert_eq!(e.le.len(), EXPORT_BOUNDS_NS.len());
+        let at = |bound: u64| e.le[EXPORT_BOUNDS_NS.iter().position(|&b| b == bound).unwrap()];
+        assert_eq!(at(100_000), 2);
+        assert_eq!(at(2_500_000), 2);
+        assert_eq!(at(5_000_000), 3);
+        assert_eq!(
+            at(10_000_000_000),
+            3,
+            "20 s is above every bound: +Inf only"
+        );
+        assert!(e.le.windows(2).all(|w| w[0] <= w[1]));
     }
 
     #[test]

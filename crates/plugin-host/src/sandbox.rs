@@ -294,7 +294,11 @@ impl<K: Kind> Instance<K> {
         let started = (p.spec.slow_call_us > 0).then(Instant::now);
         match f(&live.bindings, &mut live.store) {
             Ok(r) => {
-                match started.map(|t| t.elapsed()) {
+                let took = started.map(|t| t.elapsed());
+                if let Some(took) = took {
+                    p.stats.took(took.as_nanos() as u64);
+                }
+                match took {
                     Some(took) if took.as_micros() as u64 > p.spec.slow_call_us => {
                         let count = p.stats.slow(p.spec.quarantine_slow);
                         if count.is_power_of_two() {

@@ -172,6 +172,20 @@ impl ServerBuilder {
     pub async fn bind(self, addr: &str) -> std::io::Result<Server> {
         let listener = listen(addr).await?;
         let local = listener.local_addr()?;
+        Ok(self.serve(listener, local))
+    }
+
+    /// Serves the connections another accept loop hands over (it owns the listener at
+    /// `local`: the admin endpoint, which keeps the HTTP ones for itself).
+    pub fn serve_handed(
+        self,
+        incoming: tokio::sync::mpsc::Receiver<(tokio::net::TcpStream, SocketAddr)>,
+        local: SocketAddr,
+    ) -> Server {
+        self.serve(incoming, local)
+    }
+
+    fn serve(self, incoming: impl serve::Incoming, local: SocketAddr) -> Server {
         let (closing_tx, closing_rx) = watch::channel(false);
         let mut services: Vec<String> = self
             .handlers
@@ -215,7 +229,7 @@ impl ServerBuilder {
         let (stop_tx, stop_rx) = watch::channel(false);
         let connections = pipeline.connections.clone();
         let accept = tokio::spawn(serve::accept_until(
-            listener,
+            incoming,
             pipeline.clone(),
             self.limits,
             self.tls,
@@ -223,7 +237,7 @@ impl ServerBuilder {
             closing_rx,
             stop_rx,
         ));
-        Ok(Server {
+        Server {
             local,
             closing: closing_tx,
             stop_accepting: stop_tx,
@@ -232,7 +246,7 @@ impl ServerBuilder {
             services,
             ready: self.ready,
             on_closing: Vec::new(),
-        })
+        }
     }
 }
 
@@ -410,6 +424,11 @@ impl ServerObserver {
     /// Where the server listens.
     pub fn local_addr(&self) -> SocketAddr {
         self.0.local
+    }
+
+    /// Whether it has begun stopping (new requests answer `shutting_down`): not ready.
+    pub fn is_closing(&self) -> bool {
+        self.0.closing.load(Ordering::Relaxed)
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
 
-use axle_core::latency::Latency;
+use axle_core::latency::{Exported, Latency};
 use axle_wire::ErrorClass;
 
 /// One method's counters.
@@ -21,6 +21,8 @@ pub struct MethodStats {
     /// By error class, indexed by wire code − 1.
     errors: [AtomicU64; ErrorClass::ALL.len()],
     latency: Latency,
+    limiter_admitted: AtomicU64,
+    limiter_rejected: AtomicU64,
 }
 
 impl MethodStats {
@@ -33,6 +35,17 @@ impl MethodStats {
     pub fn handled(&self, ns: u64) {
         self.handled.fetch_add(1, Relaxed);
         self.latency.record(ns);
+    }
+
+    /// The limiter admitted the request (`true`) or rejected it (only counted when there
+    /// is a limiter).
+    pub fn limited(&self, admitted: bool) {
+        let counter = if admitted {
+            &self.limiter_admitted
+        } else {
+            &self.limiter_rejected
+        };
+        counter.fetch_add(1, Relaxed);
     }
 
     /// The request was answered: success, or the error class of the answer.
@@ -66,6 +79,9 @@ impl MethodStats {
             p50_ns: l.p50_ns,
             p99_ns: l.p99_ns,
             max_latency_ns: l.max_ns,
+            latency_histogram: self.latency.exported(),
+            limiter_admitted: self.limiter_admitted.load(Relaxed),
+            limiter_rejected: self.limiter_rejected.load(Relaxed),
         }
     }
 }
@@ -96,6 +112,14 @@ pub struct MethodView {
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub max_latency_ns: u64,
+    /// Handler latency in the export buckets (`/metrics` draws its histogram from it).
+    #[serde(default)]
+    pub latency_histogram: Exported,
+    /// Requests the limiter plugin admitted and rejected (0 without a limiter).
+    #[serde(default)]
+    pub limiter_admitted: u64,
+    #[serde(default)]
+    pub limiter_rejected: u64,
 }
 
 impl MethodView {

@@ -22,8 +22,12 @@ pub fn admit(p: &Pipeline, ctx: &Context, guard: &MethodGuard, id: u64) -> Resul
         consumer_ip: ctx.peer.ip(),
     });
     match limiter.acquire(key, 1).admission {
-        Admission::Admit => Ok(()),
+        Admission::Admit => {
+            guard.stats.limited(true);
+            Ok(())
+        }
         Admission::Reject { retry_after_ms } => {
+            guard.stats.limited(false);
             let mut frame = Frame::error(id, ErrorClass::RateLimited, "rate limited");
             frame.meta.retry_after_ms = Some(retry_after_ms);
             Err(Box::new(frame))

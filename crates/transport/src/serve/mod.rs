@@ -87,6 +87,33 @@ impl Default for ServeLimits {
     }
 }
 
+/// Where a server's connections come from: its own TCP listener, or an accept loop that
+/// hands it the connections meant for it (the admin endpoint reads the first byte of each
+/// and keeps the HTTP ones: one port for `axle stats` and for curl).
+pub trait Incoming: Send + 'static {
+    /// The next connection and who it is from.
+    fn next(
+        &mut self,
+    ) -> impl std::future::Future<Output = std::io::Result<(TcpStream, SocketAddr)>> + Send;
+}
+
+impl Incoming for TcpListener {
+    async fn next(&mut self) -> std::io::Result<(TcpStream, SocketAddr)> {
+        self.accept().await
+    }
+}
+
+/// Connections handed over by another accept loop. Once it is gone no more come: the
+/// server waits for its stop like one whose listener went quiet.
+impl Incoming for tokio::sync::mpsc::Receiver<(TcpStream, SocketAddr)> {
+    async fn next(&mut self) -> std::io::Result<(TcpStream, SocketAddr)> {
+        match self.recv().await {
+            Some(handed) => Ok(handed),
+            None => std::future::pending().await,
+        }
+    }
+}
+
 /// Accepts connections on `listener` and serves each with the default limits and frame
 /// `limits`, until `closing` turns true (or its sender is gone): then it stops
 /// accepting, and the open connections send their goaway and drain on their own.
@@ -120,7 +147,7 @@ pub async fn accept<D: Dispatch>(
 /// listener's backlog after it already sent requests. Connections are counted in
 /// `open`, which the server waits on to know every answer was written.
 pub async fn accept_until<D: Dispatch>(
-    listener: TcpListener,
+    mut listener: impl Incoming,
     dispatch: Arc<D>,
     limits: ServeLimits,
     tls: Option<ServerTls>,
@@ -131,7 +158,7 @@ pub async fn accept_until<D: Dispatch>(
     let mut backoff = ACCEPT_BACKOFF_MIN;
     loop {
         let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = listener.next() => match accepted {
                 Ok(a) => {
                     backoff = ACCEPT_BACKOFF_MIN;
                     a
