@@ -30,6 +30,9 @@ pub enum AdminError {
     /// The endpoint answered with an error (`not_found` for a method it does not have).
     #[error("admin endpoint answered {class}: {message}")]
     Remote { class: ErrorClass, message: String },
+    /// The admin token could not be configured (`--admin-token-file`, `AXLE_ADMIN_TOKEN`).
+    #[error("admin token: {0}")]
+    Token(String),
     #[error("admin answer is not the JSON expected: {0}")]
     Json(String),
 }

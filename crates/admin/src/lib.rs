@@ -1,9 +1,11 @@
 //! The admin endpoint: a running kernel's own `axle.admin` service, on a separate
-//! loopback listener, served by Axle's own transport and server pipeline, JSON in and out.
+//! loopback listener, served by Axle's own transport and server pipeline, JSON in and out
+//! — and, on the same listener, HTTP for curl and Prometheus (`http/`; the first byte of
+//! each connection tells which, `listener.rs`).
 //!
 //! An [`Admin`] holds what it exposes — named [`Client`]s and [`Server`]s — and a table of
-//! methods. Built in: `stats` (both views, [`StatsReport`]) and `methods` (the table's
-//! names). Adding one is one function and one line:
+//! methods. Built in: `stats` (both views, [`StatsReport`]), `plugins` (every plugin's
+//! counters) and `methods` (the table's names). Adding one is one function and one line:
 //!
 //! ```ignore
 //! async fn swap(targets: Arc<Targets>, body: serde_json::Value) -> Result<Value, Status> {
@@ -12,11 +14,16 @@
 //! }
 //! let admin = Admin::new().client("demo", client).method("swap", swap);
 //! ```
+//!
+//! Over HTTP the same functions answer `GET /stats`, `GET /plugins` and `POST /swap`.
 
 mod address;
 mod client;
 mod error;
+pub mod http;
+mod listener;
 mod method;
+mod plugins;
 mod stats;
 mod swap;
 mod targets;
@@ -24,12 +31,14 @@ mod targets;
 pub use address::{resolve, Exposure};
 pub use client::request;
 pub use error::AdminError;
+pub use http::token::{Token, TOKEN_ENV};
 pub use method::{handler, method, AdminMethod, JSON};
 pub use stats::{stats, ClientStats, ServerStats, StatsReport};
 pub use targets::Targets;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +57,7 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:7301";
 pub struct Admin {
     targets: Targets,
     methods: BTreeMap<String, AdminMethod>,
+    token: Option<Token>,
 }
 
 impl Default for Admin {
@@ -62,8 +72,17 @@ impl Admin {
         Admin {
             targets: Targets::default(),
             methods: BTreeMap::new(),
+            token: None,
         }
         .method("stats", stats)
+        .method("plugins", plugins::plugins)
+    }
+
+    /// The bearer token `POST /swap` must carry (none: HTTP swaps are refused; the frame
+    /// protocol's `swap` stays as it was, for `axle swap` on this host).
+    pub fn token(mut self, token: Option<Token>) -> Self {
+        self.token = token;
+        self
     }
 
     /// Exposes `client` as `name`.
@@ -105,9 +124,19 @@ impl Admin {
         names
     }
 
-    /// Listens on `addr` (loopback only unless `exposure` says otherwise) and serves.
+    /// Listens on `addr` (loopback only unless `exposure` says otherwise) and serves the
+    /// frame protocol and HTTP there. `/readyz` answers 503 until
+    /// [`AdminServer::set_ready`].
     pub async fn bind(self, addr: &str, exposure: Exposure) -> Result<AdminServer, AdminError> {
         let at = resolve(addr, exposure).await?;
+        let bind_error = |source| AdminError::Bind {
+            addr: addr.to_string(),
+            source,
+        };
+        let listener = tokio::net::TcpListener::bind(at)
+            .await
+            .map_err(bind_error)?;
+        let local = listener.local_addr().map_err(bind_error)?;
         let names = Value::from(self.method_names());
         let targets = Arc::new(self.targets);
         let mut builder = ServerBuilder::new().method(
@@ -118,34 +147,56 @@ impl Admin {
                 method(move |_, _| std::future::ready(Ok(names.clone()))),
             ),
         );
-        for (name, m) in self.methods {
-            builder = builder.method(SERVICE, &name, handler(targets.clone(), m));
+        for (name, m) in &self.methods {
+            builder = builder.method(SERVICE, name, handler(targets.clone(), m.clone()));
         }
-        let server = builder
-            .bind(&at.to_string())
-            .await
-            .map_err(|source| AdminError::Bind {
-                addr: addr.to_string(),
-                source,
-            })?;
-        tracing::info!(addr = %server.local_addr(), "admin endpoint listening");
-        Ok(AdminServer { server })
+        let (frames, handed) = tokio::sync::mpsc::channel(HANDOVER_QUEUE);
+        let server = builder.serve_handed(handed, local);
+        let ready = Arc::new(AtomicBool::new(false));
+        let http = Arc::new(http::HttpAdmin {
+            targets,
+            methods: self.methods,
+            token: self.token,
+            ready: ready.clone(),
+        });
+        let accept = tokio::spawn(listener::accept(listener, frames, http));
+        tracing::info!(addr = %local, "admin endpoint listening (frames and HTTP)");
+        Ok(AdminServer {
+            server,
+            accept,
+            ready,
+            local,
+        })
     }
 }
+
+/// Frame connections accepted and not yet taken by the frame server.
+const HANDOVER_QUEUE: usize = 64;
 
 /// A listening admin endpoint.
 pub struct AdminServer {
     server: Server,
+    accept: tokio::task::JoinHandle<()>,
+    ready: Arc<AtomicBool>,
+    local: SocketAddr,
 }
 
 impl AdminServer {
     /// Where it listens.
     pub fn local_addr(&self) -> SocketAddr {
-        self.server.local_addr()
+        self.local
+    }
+
+    /// Whether `GET /readyz` answers ready (the kernel serves, and is registered where it
+    /// registers); it also answers 503 once any exposed server is stopping.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Relaxed);
     }
 
     /// Stops it (requests in flight get `drain` to finish).
     pub async fn shutdown(self, drain: Duration) {
+        self.set_ready(false);
+        self.accept.abort();
         self.server.shutdown(drain).await;
     }
 }

@@ -1,7 +1,10 @@
 //! The `--admin [ADDR]` flags of the commands that run a kernel (`serve`, `demo`), and
-//! starting the endpoint they ask for.
+//! starting the endpoint they ask for (frames and HTTP on one port,
+//! `docs/observability.md`).
 
-use axle::admin::{Admin, AdminServer, Exposure, DEFAULT_ADDR};
+use std::path::PathBuf;
+
+use axle::admin::{Admin, AdminServer, Exposure, Token, DEFAULT_ADDR};
 
 /// `--admin [ADDR]` and `--admin-public`.
 #[derive(clap::Args)]
@@ -19,6 +22,10 @@ pub struct AdminArgs {
     /// anyone who can reach it can read (and, as methods are added, change) this kernel.
     #[arg(long, requires = "admin")]
     pub admin_public: bool,
+    /// The bearer token HTTP `POST /swap` must carry, read from this file (else from
+    /// $AXLE_ADMIN_TOKEN; with neither, HTTP swaps are refused).
+    #[arg(long, value_name = "PATH", requires = "admin")]
+    pub admin_token_file: Option<PathBuf>,
 }
 
 impl AdminArgs {
@@ -32,6 +39,7 @@ impl AdminArgs {
         } else {
             Exposure::LoopbackOnly
         };
-        Ok(Some(admin.bind(addr, exposure).await?))
+        let token = Token::configured(self.admin_token_file.as_deref())?;
+        Ok(Some(admin.token(token).bind(addr, exposure).await?))
     }
 }

@@ -171,6 +171,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let admin = args.admin.start(exposed).await?;
     if let Some(a) = &admin {
         println!("admin on {} (axle stats --admin {0})", a.local_addr());
+        a.set_ready(true);
     }
 
     let stats: Arc<Mutex<BTreeMap<u32, PerEndpoint>>> = Arc::default();

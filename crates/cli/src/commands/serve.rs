@@ -252,6 +252,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if args.registry.is_some() {
         tracing::info!("{registry:?} lists providers; nothing to register with it");
     }
+    // Serving and, where it registers, registered: `/readyz` says so.
+    if let Some(a) = &admin {
+        a.set_ready(true);
+    }
     stop.wait().await;
     tracing::info!("stopping: draining requests in flight");
     if let Some(a) = admin {
@@ -277,13 +281,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// SIGTERM and Ctrl-C, listened for from the start: a signal that arrives while the
 /// server starts or registers (before anything awaits it) is kept, not lost — tokio only
 /// reports signals to listeners that existed when they came.
-struct StopSignal {
+pub(crate) struct StopSignal {
     #[cfg(unix)]
     signals: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
 }
 
 impl StopSignal {
-    fn listen() -> StopSignal {
+    pub(crate) fn listen() -> StopSignal {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{signal, SignalKind};
@@ -297,7 +301,7 @@ impl StopSignal {
     }
 
     /// Resolves at the first SIGTERM or Ctrl-C since [`StopSignal::listen`].
-    async fn wait(&mut self) {
+    pub(crate) async fn wait(&mut self) {
         #[cfg(unix)]
         if let Some((term, int)) = self.signals.as_mut() {
             tokio::select! {
