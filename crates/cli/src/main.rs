@@ -1,6 +1,7 @@
 //! The `axle` command.
 
 mod commands;
+mod logging;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -12,6 +13,8 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    log: logging::LogArgs,
 }
 
 #[derive(Subcommand)]
@@ -139,14 +142,8 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AXLE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    logging::init(&cli.log);
     let result = match cli.command {
         Command::Demo(args) => runtime().and_then(|rt| rt.block_on(commands::demo::run(args))),
         Command::Serve(args) => runtime().and_then(|rt| rt.block_on(commands::serve::run(args))),
