@@ -24,7 +24,6 @@ fn main() {
     for dir in [
         "host-tests/fixtures",
         "sdk",
-        "wit",
         "crates/spi",
         "Cargo.lock",
     ] {

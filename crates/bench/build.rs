@@ -13,7 +13,6 @@ fn main() {
     for dir in [
         "host-tests/fixtures/hostile",
         "sdk",
-        "wit",
         "crates/spi",
         "Cargo.lock",
     ] {

@@ -28,7 +28,7 @@ const FLOOR: (&str, &str) = ("axle-plugin-floor", "floor");
 
 fn main() {
     let root = workspace_root(2);
-    for dir in ["plugins", "sdk", "wit", "crates/spi", "Cargo.lock"] {
+    for dir in ["plugins", "sdk", "crates/spi", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     println!("cargo:rerun-if-changed=guest_build.rs");

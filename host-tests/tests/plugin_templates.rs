@@ -22,6 +22,14 @@ fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// The repository these tests belong to.
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host-tests sits in the repository")
+        .to_path_buf()
+}
+
 /// The first ```sh block of the generated README: the build command, verbatim.
 fn documented_build_command(dir: &Path) -> String {
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
@@ -35,13 +43,17 @@ fn generate_build_check(lang: &str, kind: &str, build_lang: Option<&str>) {
     let tmp = tempfile::tempdir().unwrap();
     let name = format!("t-{lang}-{kind}");
     let dir = tmp.path().join(&name);
-    let out = Command::new(axle_bin())
-        .args([
-            "plugins", "new", "--lang", lang, "--kind", kind, &name, "--dir",
-        ])
-        .arg(&dir)
-        .output()
-        .unwrap();
+    let mut new = Command::new(axle_bin());
+    new.args([
+        "plugins", "new", "--lang", lang, "--kind", kind, &name, "--dir",
+    ])
+    .arg(&dir);
+    if lang == "rust" {
+        // Against this checkout's SDK (the by-version dependency is built against the
+        // packaged SDK in its own test below).
+        new.arg("--sdk-path").arg(repo().join("sdk"));
+    }
+    let out = new.output().unwrap();
     assert!(
         out.status.success(),
         "plugins new: {}",
@@ -164,4 +176,101 @@ fn plugins_new_refuses_unknown_kinds_languages_and_names() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
+}
+
+/// A Rust template as generated, depending on `axle-sdk` by version, builds in a directory
+/// outside the repository against the SDK as `cargo package` packs it (what crates.io
+/// would serve): the package carries its WIT, nothing reaches back into the checkout.
+/// C, Python and JS templates carry the WIT package themselves.
+#[test]
+fn a_rust_template_builds_by_version_against_the_packaged_sdk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let packed = tmp.path().join("packed");
+    let out = Command::new(env!("CARGO"))
+        .args(["package", "-q", "-p", "axle-spi", "-p", "axle-sdk"])
+        .args(["--no-verify", "--allow-dirty", "--target-dir"])
+        .arg(&packed)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cargo package: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unpacked = tmp.path().join("crates");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    for krate in ["axle-spi", "axle-sdk"] {
+        let file = packed.join(format!("package/{krate}-0.1.0.crate"));
+        let status = Command::new("tar")
+            .arg("xzf")
+            .arg(&file)
+            .arg("-C")
+            .arg(&unpacked)
+            .status()
+            .unwrap();
+        assert!(status.success(), "unpacking {}", file.display());
+    }
+    assert!(unpacked.join("axle-sdk-0.1.0/wit/kinds.wit").is_file());
+
+    let dir = tmp.path().join("t-by-version");
+    let out = Command::new(axle_bin())
+        .args(["plugins", "new", "--lang", "rust", "--kind", "limiter"])
+        .args(["t-by-version", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(r#"axle-sdk = { version = "0.1.0", features = ["limiter"] }"#),
+        "{manifest}"
+    );
+    // What a user does until the SDK is published: patch crates.io with the packages.
+    std::fs::create_dir_all(dir.join(".cargo")).unwrap();
+    std::fs::write(
+        dir.join(".cargo/config.toml"),
+        format!(
+            "[patch.crates-io]\naxle-sdk = {{ path = {:?} }}\naxle-spi = {{ path = {:?} }}\n",
+            unpacked.join("axle-sdk-0.1.0"),
+            unpacked.join("axle-spi-0.1.0")
+        ),
+    )
+    .unwrap();
+    let mut build = Command::new("sh");
+    build
+        .arg("-c")
+        .arg(documented_build_command(&dir))
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", target_dir().join("template-builds"));
+    let out = build.output().unwrap();
+    assert!(
+        out.status.success(),
+        "build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(target_dir()
+        .join("template-builds/wasm32-wasip2/release/t_by_version.wasm")
+        .is_file());
+}
+
+#[test]
+fn c_python_and_js_templates_carry_the_wit_package() {
+    let tmp = tempfile::tempdir().unwrap();
+    for lang in ["c", "python", "js"] {
+        let dir = tmp.path().join(lang);
+        let out = Command::new(axle_bin())
+            .args([
+                "plugins", "new", "--lang", lang, "--kind", "router", "r", "--dir",
+            ])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        for file in ["kinds.wit", "types.wit"] {
+            let ours = std::fs::read_to_string(repo().join("sdk/wit").join(file)).unwrap();
+            let theirs = std::fs::read_to_string(dir.join("wit").join(file)).unwrap();
+            assert_eq!(ours, theirs, "{lang}: wit/{file} as the SDK ships it");
+        }
+    }
 }

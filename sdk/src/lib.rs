@@ -32,6 +32,8 @@ pub mod host;
 mod kinds;
 mod rng;
 pub mod testing;
+#[cfg(feature = "serde")]
+mod typed;
 pub use axle_spi::*;
 
 pub use config::{Config, ConfigValue};

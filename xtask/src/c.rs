@@ -40,7 +40,7 @@ pub fn build(ex: &Example) -> Result<PathBuf> {
 
     let mut resolve = Resolve::default();
     let (pkg, _) = resolve
-        .push_dir(ex.root.join("wit"))
+        .push_dir(&ex.wit)
         .context("step `parse WIT`")?;
     let world = resolve
         .select_world(&[pkg], Some(&ex.world))

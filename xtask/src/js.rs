@@ -58,7 +58,7 @@ fn inputs(ex: &Example, engine: &str) -> Result<String> {
     key.text(&toolchain::js_toolchain_id());
     key.text(&ex.world);
     key.dir(&ex.dir)?;
-    key.dir(&ex.root.join("wit"))?;
+    key.dir(&ex.wit)?;
     Ok(key.finish())
 }
 
@@ -72,7 +72,7 @@ pub fn quickjs(ex: &Example, bin: &Path) -> Result<PathBuf> {
         return Ok(out);
     }
 
-    let wit_dir = ex.root.join("wit");
+    let wit_dir = ex.wit.clone();
     let (wit, renames) =
         component::wit_with_renamed_exports(&wit_dir, &ex.world, QJS_CLASHING_EXPORTS)
             .context("step `rename clashing exports`")?;
@@ -132,7 +132,7 @@ pub fn starlingmonkey(ex: &Example, bin: &Path) -> Result<PathBuf> {
         return Ok(out);
     }
 
-    let wit_dir = ex.root.join("wit");
+    let wit_dir = ex.wit.clone();
     toolchain::run(
         Command::new(bin.join("componentize-js"))
             .arg(ex.dir.join("app.js"))

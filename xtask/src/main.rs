@@ -166,6 +166,18 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The WIT package a plugin is built against: its own `wit/` when it carries one (a
+/// plugin from `axle plugins new` holds the package it was written for, so it builds
+/// outside this repository with any WIT toolchain), else the SDK's, `sdk/wit/`.
+pub fn wit_dir(root: &Path, plugin: &Path) -> PathBuf {
+    let own = plugin.join("wit");
+    if own.join("kinds.wit").is_file() {
+        own
+    } else {
+        root.join("sdk/wit")
+    }
+}
+
 /// Where cargo puts its output: `$CARGO_TARGET_DIR` if set, else `<root>/target`.
 fn target_dir(root: &Path) -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
@@ -176,8 +188,8 @@ fn target_dir(root: &Path) -> PathBuf {
 
 /// One example plugin directory, and where its build goes.
 pub struct Example {
-    /// The workspace root (its `wit/` is the contract every plugin is built against).
-    pub root: PathBuf,
+    /// The WIT package the plugin is built against ([`wit_dir`]).
+    pub wit: PathBuf,
     /// `plugins/examples/<lang>/<name>/`.
     pub dir: PathBuf,
     /// The directory name: the output is `<name>.wasm`.
@@ -245,7 +257,7 @@ fn example(root: &Path, dir: &Path, out_dir: &Path) -> Result<Example> {
     let path = dir.join("plugin.toml");
     let world = single::world_of(&path)?;
     Ok(Example {
-        root: root.to_path_buf(),
+        wit: wit_dir(root, dir),
         dir: dir.to_path_buf(),
         work: out_dir.join("build").join(&name),
         out_dir: out_dir.to_path_buf(),

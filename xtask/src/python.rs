@@ -40,7 +40,7 @@ pub fn plugins() -> Result<()> {
 pub fn build(ex: &Example, exe: &Path) -> Result<PathBuf> {
     let out = ex.out_dir.join(format!("{}.wasm", ex.name));
     let stamp = ex.work.join("inputs.stamp");
-    let wit_dir = ex.root.join("wit");
+    let wit_dir = ex.wit.clone();
     let mut key = InputsKey::new(RECIPE);
     key.text(COMPONENTIZE_PY);
     key.text(&ex.world);

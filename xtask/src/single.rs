@@ -62,7 +62,7 @@ fn build(lang: &str, dir: &Path, out: &Path) -> Result<()> {
     copy_sources(&dir, &staged)?;
 
     let ex = Example {
-        root: root.clone(),
+        wit: crate::wit_dir(&root, &dir),
         dir: staged,
         work: out_dir.join("build").join(&name),
         out_dir: out_dir.clone(),

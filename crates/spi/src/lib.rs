@@ -1,6 +1,6 @@
 //! # axle-spi — the plugin interface as plain Rust types
 //!
-//! Plain Rust mirrors of the WIT types (`wit/*.wit`), shared by every plugin kind and by
+//! Plain Rust mirrors of the WIT types (`sdk/wit/*.wit`), shared by every plugin kind and by
 //! both sides of the boundary: the guest SDK (`axle-sdk`) and the kernel (facts, health,
 //! payloads). Only the plugin host sees the generated bindings, and converts at the edge.
 //!
@@ -130,7 +130,7 @@ pub enum LogLevel {
     Error,
 }
 
-/// One node of a serializer value, in pre-order (see `wit/kinds.wit`, interface `values`).
+/// One node of a serializer value, in pre-order (see `sdk/wit/kinds.wit`, interface `values`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Node {
     /// Null / nil.

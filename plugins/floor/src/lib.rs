@@ -4,7 +4,7 @@
 
 #[cfg(target_arch = "wasm32")]
 mod component {
-    wit_bindgen::generate!({ path: "../../wit/bench", world: "floor" });
+    wit_bindgen::generate!({ path: "wit", world: "floor" });
 
     struct Floor;
 

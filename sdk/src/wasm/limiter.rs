@@ -3,7 +3,7 @@ use crate::kinds::limiter::{Limiter, LimiterRuntime};
 #[cfg(not(feature = "stateful-limiter"))]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "axle:spi/limiter",
         with: {
             "axle:spi/types@0.1.0": crate::wasm::base::axle::spi::types,
@@ -20,7 +20,7 @@ pub mod bindings {
 #[cfg(feature = "stateful-limiter")]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "axle:spi/stateful-limiter",
         with: {
             "axle:spi/types@0.1.0": crate::wasm::base::axle::spi::types,

@@ -9,7 +9,7 @@
 
 pub mod base {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "axle:spi/base",
         generate_all,
     });

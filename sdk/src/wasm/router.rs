@@ -2,7 +2,7 @@ use crate::kinds::router::{Router, RouterRuntime};
 
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "axle:spi/router",
         with: {
             "axle:spi/types@0.1.0": crate::wasm::base::axle::spi::types,

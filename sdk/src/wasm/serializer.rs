@@ -2,7 +2,7 @@ use crate::kinds::serializer::Serializer;
 
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "axle:spi/serializer",
         with: {
             "axle:spi/types@0.1.0": crate::wasm::base::axle::spi::types,

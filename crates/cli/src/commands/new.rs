@@ -3,10 +3,14 @@
 //! file its language needs, a `plugin.toml` manifest entry that loads the built component,
 //! and a README with the exact build command.
 //!
-//! C, Python and JS templates build with the repository's `xtask build-plugin` (the same
-//! recipes as the examples), Rust ones with plain `cargo build` against the repository's
-//! `sdk/`: both need the Axle repository, whose path is written into the files (the one
-//! this binary was built from unless `--axle-repo` says otherwise).
+//! Rust templates build with plain `cargo build` and depend on the SDK by version
+//! (`axle-sdk = "0.1.0"`), or on a checkout of it with `--sdk-path`: the SDK crate carries
+//! the WIT package, so the plugin can live in a repository of its own. C, Python and JS
+//! templates get a copy of the WIT package (`wit/`, embedded in this binary) for any WIT
+//! toolchain (wit-bindgen, componentize-py, jco), and their README's build command is the
+//! Axle repository's `xtask build-plugin` (the same recipes as the examples, built against
+//! that `wit/`), whose path is written in (the repository this binary was built from
+//! unless `--axle-repo` says otherwise).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -30,18 +34,38 @@ pub struct Args {
     /// Where to write it (default: `./NAME`). Must not exist or be empty.
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// The Axle repository the build commands use (default: the one this binary was
-    /// built from).
+    /// The Axle repository the build commands of C, Python and JS plugins use (default:
+    /// the one this binary was built from).
     #[arg(long)]
     axle_repo: Option<PathBuf>,
+    /// Rust: depend on the SDK at this path (a checkout's `sdk/`, for working on the SDK
+    /// itself) instead of `axle-sdk` by version.
+    #[arg(long)]
+    sdk_path: Option<PathBuf>,
 }
+
+/// The WIT package every plugin is built against, as it ships in the SDK crate.
+const WIT: [(&str, &str); 2] = [
+    (
+        "wit/kinds.wit",
+        include_str!("../../../../sdk/wit/kinds.wit"),
+    ),
+    (
+        "wit/types.wit",
+        include_str!("../../../../sdk/wit/types.wit"),
+    ),
+];
 
 /// What a generated template's files are filled in with.
 struct Fill {
     name: String,
     kind: String,
     lang: String,
-    repo: PathBuf,
+    /// The Axle repository (C, Python and JS: their build command runs its `xtask`).
+    repo: Option<PathBuf>,
+    /// The SDK dependency's source, as a TOML inline-table body: `version = "..."` or
+    /// `path = "..."`.
+    sdk: String,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -56,24 +80,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !KINDS.contains(&args.kind.as_str()) {
         bail!("unknown kind `{}` (kinds: {})", args.kind, KINDS.join(", "));
     }
-    let repo = match args.axle_repo {
-        Some(repo) => repo,
-        // crates/cli sits two levels inside the repository.
-        None => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .nth(2)
-            .context("the cli crate sits inside the repository")?
-            .to_path_buf(),
+    // Only the C, Python and JS build commands name the repository (its `xtask`).
+    let repo = match args.lang.as_str() {
+        "rust" => None,
+        _ => Some(axle_repo(args.axle_repo)?),
     };
-    if !repo.join("wit/kinds.wit").is_file() || !repo.join("sdk/Cargo.toml").is_file() {
-        bail!(
-            "{} is not the Axle repository (no wit/kinds.wit, sdk/): pass --axle-repo DIR",
-            repo.display()
-        );
-    }
-    let repo = repo
-        .canonicalize()
-        .with_context(|| format!("resolving {}", repo.display()))?;
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
     if dir.exists()
         && fs::read_dir(&dir)
@@ -84,11 +95,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         bail!("{} exists and is not empty", dir.display());
     }
 
+    let sdk = match &args.sdk_path {
+        Some(path) => {
+            if !path.join("Cargo.toml").is_file() || !path.join("wit/kinds.wit").is_file() {
+                bail!(
+                    "{} is not the Axle SDK (no Cargo.toml and wit/kinds.wit)",
+                    path.display()
+                );
+            }
+            let path = path
+                .canonicalize()
+                .with_context(|| format!("resolving {}", path.display()))?;
+            format!("path = \"{}\"", toml_path(&path))
+        }
+        None => format!("version = \"{}\"", env!("CARGO_PKG_VERSION")),
+    };
     let fill = Fill {
         name: args.name,
         kind: args.kind,
         lang: args.lang,
         repo,
+        sdk,
     };
     let sources = templates::sources(&fill.lang, &fill.kind)
         .context("no template for this language and kind")?;
@@ -100,6 +127,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     files.push(("README.md".into(), fill.readme()));
     if fill.lang == "rust" {
         files.push((".gitignore".into(), "/target\nCargo.lock\n".into()));
+    } else {
+        files.extend(WIT.iter().map(|(p, t)| (p.to_string(), t.to_string())));
     }
     for (path, text) in &files {
         let path = dir.join(path);
@@ -121,6 +150,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         dir.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Axle repository whose `xtask build-plugin` builds C, Python and JS plugins.
+fn axle_repo(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let repo = match given {
+        Some(repo) => repo,
+        // crates/cli sits two levels inside the repository.
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(2)
+            .context("the cli crate sits inside the repository")?
+            .to_path_buf(),
+    };
+    if !repo.join("xtask/Cargo.toml").is_file() || !repo.join("sdk/wit/kinds.wit").is_file() {
+        bail!(
+            "{} is not the Axle repository (no xtask/, sdk/wit/): pass --axle-repo DIR",
+            repo.display()
+        );
+    }
+    repo.canonicalize()
+        .with_context(|| format!("resolving {}", repo.display()))
 }
 
 /// A name that is a manifest key, a file stem and (for Rust) a crate name as it is.
@@ -145,7 +195,7 @@ impl Fill {
         text.replace("{{name}}", &self.name)
             .replace("{{crate}}", &self.name)
             .replace("{{kind}}", &self.kind)
-            .replace("{{sdk}}", &toml_path(&self.repo.join("sdk")))
+            .replace("{{sdk}}", &self.sdk)
     }
 
     /// The component the build writes, relative to the plugin directory.
@@ -162,13 +212,13 @@ impl Fill {
 
     /// The one command that builds the component, run in the plugin directory.
     fn build_command(&self) -> String {
-        match self.lang.as_str() {
-            "rust" => "cargo build --release --target wasm32-wasip2".to_string(),
-            lang => format!(
+        match (self.lang.as_str(), &self.repo) {
+            (lang, Some(repo)) => format!(
                 "cargo run --release -q --manifest-path {} -p xtask -- build-plugin --lang {lang} . -o {}",
-                shell_path(&self.repo.join("Cargo.toml")),
+                shell_path(&repo.join("Cargo.toml")),
                 self.component()
             ),
+            _ => "cargo build --release --target wasm32-wasip2".to_string(),
         }
     }
 
@@ -197,8 +247,8 @@ impl Fill {
     fn readme(&self) -> String {
         let (what, files) = match self.lang.as_str() {
             "rust" => (
-                "a Rust crate on the Axle SDK (`axle-sdk`, a path dependency on the Axle \
-                 repository's `sdk/`: edit `Cargo.toml` if the repository moves)",
+                "a Rust crate on the Axle SDK (`axle-sdk` in `Cargo.toml`, which carries the \
+                 WIT package it builds against)",
                 "`src/lib.rs`, `Cargo.toml`",
             ),
             "c" => (
@@ -236,14 +286,29 @@ impl Fill {
             component = self.component(),
         );
         if self.lang == "js" {
-            text.push_str(&format!(
+            text.push_str(
                 "\nThe command above builds with QuickJS (smaller, faster per call); with \
-                 `--lang js-starlingmonkey` instead it builds with StarlingMonkey.\n\n\
-                 Axle repository: `{}`.\n",
-                self.repo.display()
+                 `--lang js-starlingmonkey` instead it builds with StarlingMonkey.\n",
+            );
+        }
+        if self.lang == "rust" {
+            text.push_str(&format!(
+                "\nThe SDK dependency: `axle-sdk = {{ {} }}`. To build against a checkout of \
+                 the SDK instead, generate with `--sdk-path PATH/TO/axle/sdk` or add \
+                 `[patch.crates-io] axle-sdk = {{ path = \"...\" }}`.\n",
+                self.sdk
             ));
         } else {
-            text.push_str(&format!("\nAxle repository: `{}`.\n", self.repo.display()));
+            text.push_str(&format!(
+                "\n`wit/` is the WIT package this plugin implements (`axle:spi`, world \
+                 `{kind}`), as the SDK ships it: any WIT toolchain builds against it \
+                 (`wit-bindgen c`, `componentize-py -d wit -w {kind}`, `jco componentize \
+                 --wit wit --world-name {kind}`). The command above is the Axle \
+                 repository's recipe for it (`{repo}`), which also renames exports that \
+                 clash with the language runtime's own symbols (docs/authoring.md).\n",
+                kind = self.kind,
+                repo = self.repo.as_deref().unwrap_or(Path::new("?")).display()
+            ));
         }
         text
     }

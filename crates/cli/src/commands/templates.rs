@@ -7,7 +7,7 @@
 /// The languages a template exists in.
 pub const LANGS: [&str; 4] = ["rust", "c", "python", "js"];
 
-/// The plugin kinds (the worlds of `wit/kinds.wit`).
+/// The plugin kinds (the worlds of `sdk/wit/kinds.wit`).
 pub const KINDS: [&str; 5] = [
     "serializer",
     "selector",

@@ -1,4 +1,4 @@
-//! The bench floor (`wit/bench/floor.wit`): not a plugin kind, but loaded through the same
+//! The bench floor (`plugins/floor/wit/floor.wit`): not a plugin kind, but loaded through the same
 //! sandbox so its cost includes exactly what a plugin call's does (store, epoch deadline).
 
 use wasmtime::component::InstancePre;
