@@ -1,6 +1,7 @@
 //! Helpers shared by the black-box tests in `tests/`.
 
 pub mod etcd;
+pub mod http;
 
 use std::path::{Path, PathBuf};
 

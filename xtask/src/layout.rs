@@ -74,8 +74,13 @@ pub const LAYERS: &[(&str, u32, &str)] = &[
     ),
     ("axle-admin", 7, "the admin endpoint (`axle.admin`)"),
     ("axle", 8, "the facade: re-exports, exposure, demo services"),
-    ("axle-bench", 9, "benchmarks (`axle bench`)"),
-    ("axle-cli", 10, "the `axle` binary"),
+    (
+        "axle-gateway",
+        9,
+        "the HTTP face: `axle gateway` and `axle sidecar`",
+    ),
+    ("axle-bench", 10, "benchmarks (`axle bench`)"),
+    ("axle-cli", 11, "the `axle` binary"),
 ];
 
 /// The crates of [`LAYERS`] that are not libraries: they may use the dependencies of

@@ -25,6 +25,13 @@ enum Command {
     Serve(commands::serve::Args),
     /// One call through the full client pipeline; prints the JSON answer.
     Call(commands::call::Args),
+    /// HTTP/1.1 and HTTP/2 in front of Axle services: POST /{service}/{method} and the
+    /// manifest's [gateway.routes], each request one external call.
+    Gateway(commands::gateway::Args),
+    /// Axle for an application in any language on this host: serves its services
+    /// ([sidecar.provides]) by forwarding to it over HTTP, and lets it call others
+    /// through a loopback HTTP listener.
+    Sidecar(commands::sidecar::Args),
     /// Per service and endpoint (client) and per method (server): state, calls, errors,
     /// latency, in-flight — from a running kernel (--admin) or probed from a manifest.
     Stats(commands::stats::Args),
@@ -110,6 +117,19 @@ enum BenchCommand {
         #[arg(long)]
         only: Option<String>,
     },
+    /// What the HTTP gateway adds: HTTP → gateway → Axle → echo beside HTTP → an echo
+    /// served by hyper directly, req/s and p50/p99.
+    Gateway {
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Seconds per system and concurrency.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
     /// How long a hot-swap takes: in the kernel, and from a saved manifest to serving.
     Swap {
         /// Print one JSON object instead of a table.
@@ -148,6 +168,12 @@ fn main() -> ExitCode {
         Command::Demo(args) => runtime().and_then(|rt| rt.block_on(commands::demo::run(args))),
         Command::Serve(args) => runtime().and_then(|rt| rt.block_on(commands::serve::run(args))),
         Command::Call(args) => runtime().and_then(|rt| rt.block_on(commands::call::run(args))),
+        Command::Gateway(args) => {
+            runtime().and_then(|rt| rt.block_on(commands::gateway::run(args)))
+        }
+        Command::Sidecar(args) => {
+            runtime().and_then(|rt| rt.block_on(commands::sidecar::run(args)))
+        }
         Command::Stats(args) => runtime().and_then(|rt| rt.block_on(commands::stats::run(args))),
         Command::Swap(args) => runtime().and_then(|rt| rt.block_on(commands::swap::run(args))),
         Command::Config(ConfigCommand::Explain { target, manifest }) => {
@@ -164,6 +190,11 @@ fn main() -> ExitCode {
             systems,
         }) => commands::bench::rpc(manifest.as_deref(), json, seconds, &systems),
         Command::Bench(BenchCommand::Swap { json }) => commands::bench::swap(json),
+        Command::Bench(BenchCommand::Gateway {
+            manifest,
+            json,
+            seconds,
+        }) => commands::bench_gateway::run(manifest.as_deref(), json, seconds),
         Command::Bench(BenchCommand::Hostile {
             json,
             seconds,

@@ -229,7 +229,7 @@ async fn run_tonic(duration: Duration, concurrencies: &[usize]) -> anyhow::Resul
 }
 
 /// `concurrency` loops calling `call` for `duration` after a short warm-up.
-async fn drive<F>(system: &str, concurrency: usize, duration: Duration, call: F) -> Row
+pub(crate) async fn drive<F>(system: &str, concurrency: usize, duration: Duration, call: F) -> Row
 where
     F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static,
 {

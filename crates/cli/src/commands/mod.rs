@@ -2,14 +2,17 @@
 
 pub mod admin;
 pub mod bench;
+pub mod bench_gateway;
 pub mod cache;
 pub mod call;
 pub mod check;
 pub mod config;
 pub mod demo;
 pub mod discovery;
+pub mod gateway;
 pub mod new;
 pub mod serve;
+pub mod sidecar;
 pub mod stats;
 pub mod swap;
 pub mod templates;
