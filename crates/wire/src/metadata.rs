@@ -14,6 +14,8 @@ const TRACE_ID: u8 = 7;
 const ERROR_CLASS: u8 = 8;
 const ERROR_MESSAGE: u8 = 9;
 const RETRY_AFTER: u8 = 10;
+const REQUEST_ID: u8 = 11;
+const ERROR_CODE: u8 = 12;
 
 /// Everything a frame says besides its payload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,6 +31,11 @@ pub struct Metadata {
     pub error_class: Option<ErrorClass>,
     pub error_message: Option<String>,
     pub retry_after_ms: Option<u32>,
+    /// The call this request belongs to: the same for every attempt of one call (its
+    /// retries, failovers and hedges), so a provider can tell a repeat from a new call.
+    pub request_id: Option<[u8; 16]>,
+    /// With `business`: the handler's machine-readable reason (`retry-on-business`).
+    pub error_code: Option<String>,
 }
 
 fn put_field(out: &mut BytesMut, tag: u8, value: &[u8]) -> Result<(), WireError> {
@@ -94,6 +101,12 @@ impl Metadata {
         if let Some(v) = self.retry_after_ms {
             put_field(out, RETRY_AFTER, &v.to_be_bytes())?;
         }
+        if let Some(v) = &self.request_id {
+            put_field(out, REQUEST_ID, v)?;
+        }
+        if let Some(v) = &self.error_code {
+            put_field(out, ERROR_CODE, v.as_bytes())?;
+        }
         Ok(())
     }
 
@@ -138,6 +151,8 @@ impl Metadata {
                 }
                 ERROR_MESSAGE => m.error_message = Some(text(tag, value)?),
                 RETRY_AFTER => m.retry_after_ms = Some(u32::from_be_bytes(fixed(tag, value)?)),
+                REQUEST_ID => m.request_id = Some(fixed(tag, value)?),
+                ERROR_CODE => m.error_code = Some(text(tag, value)?),
                 _ => {} // a newer peer's field
             }
         }

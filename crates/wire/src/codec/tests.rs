@@ -21,6 +21,7 @@ fn sample() -> Frame {
             tags: vec![("lane".into(), "canary".into())],
             content_type: Some("application/json".into()),
             trace_id: Some([9; 16]),
+            request_id: Some([3; 16]),
             ..Metadata::default()
         },
         Bytes::from_static(b"{\"x\":1}"),
@@ -56,6 +57,7 @@ fn two_frames_in_one_read() {
     assert_eq!(codec.decode(&mut buf).unwrap().unwrap().id, 7);
     let second = codec.decode(&mut buf).unwrap().unwrap();
     assert_eq!(second.meta.error_class, Some(ErrorClass::RateLimited));
+    assert_eq!(second.meta.error_code, None);
     assert!(codec.decode(&mut buf).unwrap().is_none());
 }
 
@@ -147,8 +149,12 @@ fn metadata() -> impl Strategy<Value = Metadata> {
         proptest::option::of(proptest::sample::select(ErrorClass::ALL.to_vec())),
         proptest::option::of(text()),
         proptest::option::of(any::<u32>()),
+        (
+            proptest::option::of(any::<[u8; 16]>()),
+            proptest::option::of(text()),
+        ),
     )
-        .prop_map(|(s, m, d, a, t, c, tr, e, em, r)| Metadata {
+        .prop_map(|(s, m, d, a, t, c, tr, e, em, r, (id, code))| Metadata {
             service: s,
             method: m,
             deadline_us: d,
@@ -159,6 +165,8 @@ fn metadata() -> impl Strategy<Value = Metadata> {
             error_class: e,
             error_message: em,
             retry_after_ms: r,
+            request_id: id,
+            error_code: code,
         })
 }
 
@@ -258,4 +266,16 @@ fn lengths_that_would_wrap_are_too_large_not_small() {
     header.put_u32(u32::MAX);
     let err = FrameCodec::new(limits).decode(&mut header).unwrap_err();
     assert!(matches!(err, WireError::FrameTooLarge { limit, .. } if limit == MAX_FRAME_LIMIT));
+}
+
+#[test]
+fn a_business_error_carries_its_code() {
+    let mut frame = Frame::error(3, ErrorClass::Business, "the version moved on");
+    frame.meta.error_code = Some("conflict".into());
+    let decoded = FrameCodec::default()
+        .decode(&mut encode(&frame))
+        .unwrap()
+        .unwrap();
+    assert_eq!(decoded.meta.error_code.as_deref(), Some("conflict"));
+    assert_eq!(decoded, frame);
 }
