@@ -2,6 +2,7 @@
 
 mod commands;
 mod logging;
+mod progress;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

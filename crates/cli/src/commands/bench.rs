@@ -10,7 +10,10 @@ use axle_bench::{self as bench, Budget, Report};
 pub fn plugins(manifest: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
     let manifest = Manifest::load_or_embedded(manifest)?;
     let host = PluginHost::with_default_cache()?;
-    let report = bench::run(&host, &manifest, Budget::default())?;
+    let progress = crate::progress::spinner("measuring every plugin's hot functions".into());
+    let report = bench::run(&host, &manifest, Budget::default());
+    progress.finish_and_clear();
+    let report = report?;
     if json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -101,13 +104,21 @@ pub fn rpc(
         .enable_all()
         .build()?;
     let duration = std::time::Duration::from_secs_f64(seconds.clamp(0.1, 600.0));
+    let concurrencies = [1, 64];
+    let progress = crate::progress::spinner(format!(
+        "loopback echo: {} at concurrency {concurrencies:?}, about {:.0} s",
+        systems.join(", "),
+        duration.as_secs_f64() * (systems.len() * concurrencies.len()) as f64
+    ));
     let report = rt.block_on(bench::rpc::run(
         &host,
         &manifest,
         duration,
-        &[1, 64],
+        &concurrencies,
         &systems,
-    ))?;
+    ));
+    progress.finish_and_clear();
+    let report = report?;
     if json {
         println!("{}", serde_json::to_string(&report)?);
         return Ok(ExitCode::SUCCESS);

@@ -218,25 +218,23 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }));
     }
     let total = Duration::from_secs(args.seconds.max(1));
+    let progress = crate::progress::bar(total.as_millis() as u64);
     let mut last = 0;
     while started.elapsed() < total {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let now = done.load(Relaxed);
-        let elapsed = started.elapsed().as_secs_f64();
-        eprint!(
-            "\r  {:>5.1}s  {:>8} requests  {:>8.0} req/s now  {}",
-            elapsed.min(total.as_secs_f64()),
-            now,
-            (now - last) as f64 * 4.0,
-            bar(elapsed / total.as_secs_f64())
-        );
+        progress.set_position(started.elapsed().as_millis() as u64);
+        progress.set_message(format!(
+            "{now:>8} requests  {:>8.0} req/s now",
+            (now - last) as f64 * 4.0
+        ));
         last = now;
     }
+    progress.finish_and_clear();
     stop.store(true, Relaxed);
     for w in workers {
         let _ = w.await;
     }
-    eprintln!();
     let elapsed = started.elapsed().as_secs_f64();
     let total_done = done.load(Relaxed);
 
@@ -286,9 +284,4 @@ fn us(v: u64) -> String {
     } else {
         format!("{v} µs")
     }
-}
-
-fn bar(progress: f64) -> String {
-    let filled = (progress.clamp(0.0, 1.0) * 20.0) as usize;
-    format!("[{}{}]", "#".repeat(filled), ".".repeat(20 - filled))
 }
