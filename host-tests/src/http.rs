@@ -1,7 +1,7 @@
 //! HTTP for the gateway and sidecar tests: a minimal HTTP/1.1 client over a std
-//! `TcpStream` (one request per connection, `Connection: close`), and an `axle`
-//! subcommand process (`gateway`, `sidecar`) that prints `listening on ADDR`, killed on
-//! drop.
+//! `TcpStream` (one request per connection, `Connection: close`), and a process (`axle
+//! gateway`, `axle sidecar`, an example application) that prints its address first,
+//! killed on drop.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -113,12 +113,19 @@ pub struct AxleProcess {
 impl AxleProcess {
     /// Starts it and waits (up to 60 s: plugins may compile) for its address.
     pub fn start(args: &[&str]) -> AxleProcess {
-        let mut child = Command::new(crate::axle_bin())
-            .args(args)
+        let mut cmd = Command::new(crate::axle_bin());
+        cmd.args(args);
+        AxleProcess::spawn(cmd, "listening on ")
+    }
+
+    /// Starts `cmd` (any program) and waits for its first line, `PREFIX ADDR`.
+    pub fn spawn(mut cmd: Command, prefix: &str) -> AxleProcess {
+        let args = format!("{cmd:?}");
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("start axle");
+            .unwrap_or_else(|e| panic!("start {args}: {e}"));
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -133,12 +140,12 @@ impl AxleProcess {
         let Some(addr) = first
             .as_deref()
             .ok()
-            .and_then(|l| l.strip_prefix("listening on "))
+            .and_then(|l| l.strip_prefix(prefix))
             .map(str::to_string)
         else {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("axle {args:?} did not start: {first:?}");
+            panic!("{args} did not start: {first:?}");
         };
         AxleProcess { child, addr, lines }
     }

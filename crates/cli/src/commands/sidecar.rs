@@ -60,14 +60,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
     args.server_tls.apply(&mut manifest)?;
     args.client_tls.apply(&mut manifest);
-    let app_url = args
-        .app
-        .clone()
-        .or(manifest.sidecar.app.clone())
-        .ok_or_else(|| {
-            anyhow::anyhow!("say where the application is: --app http://127.0.0.1:PORT")
-        })?;
-    let app = App::new(&app_url)?;
+    // Only a sidecar that provides services forwards to its application.
+    let app = match args.app.clone().or(manifest.sidecar.app.clone()) {
+        Some(url) => Some(App::new(&url)?),
+        None if manifest.sidecar.provides.is_empty() => None,
+        None => anyhow::bail!(
+            "[sidecar.provides] names services: say where the application is, --app http://127.0.0.1:PORT"
+        ),
+    };
     let registry = args.discovery.registry(&manifest)?;
     let backend = match &registry {
         RegistryUrl::Etcd(_) if !manifest.sidecar.provides.is_empty() => {
@@ -103,12 +103,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     print_line(&format!("local on {}", local.local_addr()));
 
-    if manifest.sidecar.provides.is_empty() {
+    let Some(app) = app.filter(|_| !manifest.sidecar.provides.is_empty()) else {
         stop.wait().await;
         local.shutdown(Duration::from_millis(args.drain_ms)).await;
         print_line("stopped");
         return Ok(ExitCode::SUCCESS);
-    }
+    };
 
     // The provider side: ready when the application's health URL answers.
     let ready_app = app.clone();
