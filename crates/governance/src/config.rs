@@ -48,6 +48,31 @@ impl fmt::Display for Fallback {
     }
 }
 
+/// Business error codes (`retry-on-business = ["conflict", "stale-read"]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Codes(pub Vec<String>);
+
+impl Codes {
+    /// Whether `code` is one of them.
+    pub fn contains(&self, code: &str) -> bool {
+        self.0.iter().any(|c| c == code)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        match self.0.iter().find(|c| c.is_empty() || c.len() > 128) {
+            Some(c) => Err(format!("codes are 1 to 128 characters (got {c:?})")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for Codes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}]", self.0.join(", "))
+    }
+}
+
 /// Checks a number against inclusive bounds.
 fn within<T: PartialOrd + fmt::Display>(v: T, lo: T, hi: T) -> Result<(), String> {
     if v < lo || v > hi {
@@ -100,6 +125,12 @@ macro_rules! governance {
             }
         }
 
+        /// Every key of a tier as written: its name, its Rust type and its doc (for the
+        /// manifest's JSON Schema, so the schema never lists a key this struct lacks).
+        pub const KEYS: &[(&str, &str, &str)] = &[
+            $( ($key, stringify!($ty), concat!($($doc),*)), )*
+        ];
+
         /// Resolves the tiers, most general first, remembering where each value came from.
         pub fn resolve(tiers: &[(Tier, &TierSettings)]) -> (Governance, Vec<(&'static str, String, Tier)>) {
             let mut g = Governance::default();
@@ -149,6 +180,18 @@ governance! {
     idempotent: bool = false, "idempotent", check |_| Ok(());
     /// Send a backup request after this long without an answer (ms; 0 = off; idempotent only).
     hedge_delay_ms: u64 = 0, "hedge-delay-ms", check |v| within(*v, 0, 60_000);
+    /// Business errors whose code says "try again" (a provider's `error-code`): retried on
+    /// another endpoint like a failure, for idempotent or deduplicated methods only.
+    retry_on_business: Codes = Codes::default(), "retry-on-business", check Codes::validate;
+    /// Provider: remember the requests this method ran, by request id, for this long (ms;
+    /// 0 = off) and answer a repeat from memory, so a retried call runs at most once per
+    /// provider. Caller: a non-idempotent method may then be retried when its answer was
+    /// lost, at the same endpoint (docs/governance.md).
+    dedup_ttl_ms: u64 = 0, "dedup-ttl-ms", check |v| within(*v, 0, 86_400_000);
+    /// Provider: most requests the deduplication table remembers per method.
+    dedup_max_entries: u32 = 10_000, "dedup-max-entries", check |v| within(*v, 1, 10_000_000);
+    /// Provider: most answer bytes the deduplication table holds per method.
+    dedup_max_bytes: u64 = 64 << 20, "dedup-max-bytes", check |v| within(*v, 1024, 1 << 40);
     /// Circuit breaking on or off.
     breaker: bool = true, "breaker", check |_| Ok(());
     /// Consecutive failures that open the breaker.
@@ -314,6 +357,8 @@ mod tests {
         for (text, key) in [
             ("timeout-ms = 0", "timeout-ms"),
             ("retries = 11", "retries"),
+            ("retry-on-business = [\"\"]", "retry-on-business"),
+            ("dedup-max-entries = 0", "dedup-max-entries"),
             ("breaker-failure-rate = 1.5", "breaker-failure-rate"),
             ("fallback = { call = \"nomethod\" }", "fallback"),
         ] {

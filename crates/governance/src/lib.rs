@@ -7,4 +7,4 @@ pub mod budget;
 mod config;
 pub mod guard;
 
-pub use config::{resolve, Fallback, Governance, Tier, TierSettings};
+pub use config::{resolve, Codes, Fallback, Governance, Tier, TierSettings, KEYS};

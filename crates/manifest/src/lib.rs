@@ -2,19 +2,27 @@
 //! plugin fills each slot, by default and per service, governance tiers, endpoints and
 //! discovery, parsed into the typed configs the crates below it take.
 //!
+//! A file is laid over the embedded defaults (and over the files it `extends`) as TOML
+//! values before anything is read ([`layers`]), so a manifest holds only what differs.
 //! Loading validates everything a later stage would trip over, and every error names the
-//! file, the key and the reason. Parsing is split by table: [`raw`] (as written),
-//! `plugins` (`[plugins]`), `slots`, `endpoints`, `serve`. Every default is indexed in
-//! [`defaults`].
+//! file, the line and column, the key and the reason ([`locate`], [`suggest`]). Parsing is
+//! split by table: `raw` (as written), `plugins` (`[plugins]`), `slots`, `endpoints`,
+//! `serve`. Every default is indexed in [`defaults`]; [`schema`] describes every key.
 
+mod check;
 pub mod defaults;
 mod endpoints;
 mod gateway;
+pub mod layers;
+pub mod locate;
 mod plugins;
 mod raw;
+pub mod schema;
 mod security;
 mod serve;
+mod show;
 mod slots;
+pub mod suggest;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,21 +36,44 @@ pub use security::{TlsSpec, TrustSpec};
 pub use serve::{FlakyConfig, ServeSpec};
 pub use slots::Slots;
 
+pub use layers::Layered;
+use locate::{LineCol, Seg};
 use raw::RawManifest;
 
 /// A validation failure before the file is known: (dotted key, reason).
 pub(crate) type KeyError = (String, String);
 
-/// A manifest that failed to load: where, which key, why.
+/// A manifest that failed to load: where (file, line, column), which key, why.
 #[derive(Debug, thiserror::Error)]
-#[error("{file}: {key}: {reason}")]
+#[error("{}: {key}: {reason}", self.place())]
 pub struct ManifestError {
-    /// The manifest file (or `<embedded plugins.toml>`).
+    /// The manifest file that wrote the value at fault (or `<embedded plugins.toml>`).
     pub file: String,
     /// The dotted key at fault (`plugins.rr.timeout-ms`), or `(file)`.
     pub key: String,
     /// What is wrong.
     pub reason: String,
+    /// The 1-based line and column of the key in `file`, when it is written there.
+    pub at: Option<LineCol>,
+}
+
+impl ManifestError {
+    pub(crate) fn at(file: &str, key: &str, reason: String, at: Option<LineCol>) -> Self {
+        ManifestError {
+            file: file.to_string(),
+            key: key.to_string(),
+            reason,
+            at,
+        }
+    }
+
+    /// `file:line:column`, or `file` when the key is not written anywhere.
+    pub fn place(&self) -> String {
+        match self.at {
+            Some((line, column)) => format!("{}:{line}:{column}", self.file),
+            None => self.file.clone(),
+        }
+    }
 }
 
 /// A loaded, validated manifest.
@@ -77,26 +108,23 @@ pub struct Manifest {
     pub sidecar: SidecarSpec,
 }
 
-/// The text as TOML, then as the manifest's tables (errors name the line or the key).
-fn read_raw(text: &str) -> Result<RawManifest, KeyError> {
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-        let key = match e.span() {
-            Some(span) => {
-                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                format!("line {line}")
-            }
-            None => "(file)".to_string(),
-        };
-        (key, format!("not valid TOML: {}", e.message()))
-    })?;
-    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-        let path = e.path().to_string();
-        let key = if path == "." {
-            "(top level)".into()
-        } else {
-            path
-        };
-        (key, e.into_inner().to_string())
+/// The merged table as the manifest's tables; an error names the key path, and an unknown
+/// name the nearest known one.
+fn read_raw(table: &toml::Table) -> Result<RawManifest, (Vec<Seg>, String)> {
+    serde_path_to_error::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+        let path = e
+            .path()
+            .iter()
+            .filter_map(|seg| match seg {
+                serde_path_to_error::Segment::Map { key } => Some(Seg::Key(key.clone())),
+                serde_path_to_error::Segment::Seq { index } => Some(Seg::Index(*index)),
+                _ => None,
+            })
+            .collect();
+        (
+            path,
+            suggest::unknown_name(e.into_inner().message().trim_end()),
+        )
     })
 }
 
@@ -131,7 +159,10 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
         axle_discovery::DiscoveryConfig::from_raw(raw.discovery, &service_discovery, base)?;
     let tls = security::tls(raw.tls, base)?;
     let trust = security::trust(raw.trust)?;
-    let (gateway, sidecar) = (gateway::gateway(raw.gateway)?, gateway::sidecar(raw.sidecar)?);
+    let (gateway, sidecar) = (
+        gateway::gateway(raw.gateway)?,
+        gateway::sidecar(raw.sidecar)?,
+    );
     let mut plugins = BTreeMap::new();
     for (name, p) in raw.plugins {
         plugins.insert(name.clone(), plugins::spec(name, p, base)?);
@@ -185,26 +216,38 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
 }
 
 impl Manifest {
-    /// Loads and validates a manifest file.
+    /// Loads and validates a manifest file, laid over the embedded defaults and the files
+    /// it `extends`.
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
-            file: file.clone(),
-            key: "(file)".into(),
-            reason: format!("cannot read: {e}"),
-        })?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        Manifest::parse(&text, &file, base)
+        Manifest::from_layers(&layers::load(path)?)
     }
 
     /// The manifest embedded in the binary (the repository's `plugins.toml`); relative
     /// component paths resolve against the current directory.
     pub fn embedded() -> Result<Manifest, ManifestError> {
-        Manifest::parse(
-            defaults::EMBEDDED_MANIFEST,
-            defaults::EMBEDDED_MANIFEST_NAME,
-            Path::new("."),
-        )
+        Manifest::from_layers(&layers::alone(layers::embedded())?)
+    }
+
+    /// The layers of `--manifest PATH` (or of the embedded default alone) and their
+    /// merged table, before validation: what `axle config show` prints.
+    pub fn layered(path: Option<&Path>) -> Result<Layered, ManifestError> {
+        match path {
+            Some(p) => layers::load(p),
+            None => layers::alone(layers::embedded()),
+        }
+    }
+
+    /// Validates merged layers. Errors point into the layer that wrote the value; relative
+    /// paths resolve against the last layer's folder (an extended file's were made
+    /// absolute when it was merged).
+    pub fn from_layers(layered: &Layered) -> Result<Manifest, ManifestError> {
+        let top = layered.layers.last();
+        let base = top.map_or(Path::new("."), |l| l.base.as_path());
+        let raw = read_raw(&layered.table).map_err(|(path, r)| layered.error_at(&path, r))?;
+        let mut manifest = validate(raw, base)
+            .map_err(|(key, reason)| layered.error_at(&locate::parse_dotted(&key), reason))?;
+        manifest.file = top.map_or_else(String::new, |l| l.file.clone());
+        Ok(manifest)
     }
 
     /// `--manifest PATH` if given, else the embedded default.
@@ -215,17 +258,15 @@ impl Manifest {
         }
     }
 
-    /// Parses and validates manifest text. `file` names it in errors; `base` resolves
-    /// relative component paths.
+    /// Parses and validates manifest text as a whole manifest, laid over nothing (a
+    /// manifest built in code, a providers file). `file` names it in errors; `base`
+    /// resolves relative paths.
     pub fn parse(text: &str, file: &str, base: &Path) -> Result<Manifest, ManifestError> {
-        let at_file = |(key, reason): KeyError| ManifestError {
+        Manifest::from_layers(&layers::alone(layers::Layer {
             file: file.to_string(),
-            key,
-            reason,
-        };
-        let mut manifest = validate(read_raw(text).map_err(at_file)?, base).map_err(at_file)?;
-        manifest.file = file.to_string();
-        Ok(manifest)
+            text: text.to_string(),
+            base: base.to_path_buf(),
+        })?)
     }
 
     /// What discovery backends need from this manifest: its endpoint lists (the static
@@ -287,3 +328,6 @@ impl Manifest {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_layers;

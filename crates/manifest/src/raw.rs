@@ -69,11 +69,36 @@ pub(crate) struct RawService {
     pub(crate) discovery: Option<axle_discovery::config::RawServiceDiscovery>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// `"host:port"` or `{ address, weight, tags }`. Not serde's untagged enum: that one hides
+/// why a table did not match (`wieght = 5` must be named, with its line).
 pub(crate) enum RawEndpoint {
     Address(String),
     Full(RawEndpointTable),
+}
+
+impl<'de> Deserialize<'de> for RawEndpoint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Endpoint;
+        impl<'de> serde::de::Visitor<'de> for Endpoint {
+            type Value = RawEndpoint;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "\"host:port\" or { address = \"host:port\", weight = N, tags = {...} }",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawEndpoint, E> {
+                Ok(RawEndpoint::Address(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawEndpoint, A::Error> {
+                let table = serde::de::value::MapAccessDeserializer::new(map);
+                RawEndpointTable::deserialize(table).map(RawEndpoint::Full)
+            }
+        }
+        d.deserialize_any(Endpoint)
+    }
 }
 
 #[derive(Deserialize)]

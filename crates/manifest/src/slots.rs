@@ -26,7 +26,13 @@ fn check_kind(
     kind: PluginKind,
 ) -> Result<(), KeyError> {
     match plugins.get(name) {
-        None => Err((key, format!("no plugin named `{name}` in [plugins]"))),
+        None => Err((
+            key,
+            format!(
+                "no plugin named `{name}` in [plugins]{}",
+                crate::suggest::hint(name, plugins.keys().map(String::as_str))
+            ),
+        )),
         Some(p) if p.kind != kind => Err((
             key,
             format!("`{name}` is a {}, this slot takes a {kind}", p.kind),
@@ -39,9 +45,20 @@ fn check_kind(
 pub(crate) fn check(
     plugins: &BTreeMap<String, PluginSpec>,
     prefix: &str,
-    s: RawSlots,
+    mut s: RawSlots,
 ) -> Result<Slots, KeyError> {
     let key = |slot: &str| format!("{prefix}{slot}");
+    // An empty name empties the slot: how a manifest laid over the defaults turns one off.
+    for slot in [
+        &mut s.serializer,
+        &mut s.selector,
+        &mut s.health_scorer,
+        &mut s.limiter,
+    ] {
+        if slot.as_deref() == Some("") {
+            *slot = None;
+        }
+    }
     if let Some(n) = &s.serializer {
         check_kind(plugins, key("serializer"), n, PluginKind::Serializer)?;
     }

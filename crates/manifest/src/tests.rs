@@ -15,7 +15,7 @@ fn the_embedded_manifest_is_valid_and_names_every_builtin() {
     let mut builtins = axle_builtins::names();
     builtins.sort();
     assert_eq!(names, builtins);
-    assert_eq!(m.slots.selector.as_deref(), Some("round-robin"));
+    assert_eq!(m.slots.selector.as_deref(), Some("smooth-weighted"));
 }
 
 #[test]
@@ -60,7 +60,7 @@ fn errors_name_file_key_and_reason() {
         ("[slots]\nrouters = [\"rr\"]\n[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\n", "slots.routers", "`rr` is a selector, this slot takes a router"),
         ("[services.kv.slots]\nlimiter = \"tb\"\n", "services.kv.slots.limiter", "no plugin named `tb`"),
         ("[plugins.\"a b\"]\nkind = \"selector\"\ncomponent = \"a.wasm\"\n", "plugins.a b", "may hold only ASCII letters"),
-        ("x = \n", "line 1", "not valid TOML"),
+        ("x = \n", "(toml)", "not valid TOML"),
         ("[governance]\nselector = \"nope\"\n", "governance.selector", "no plugin named `nope`"),
         ("[plugins.j]\nkind = \"serializer\"\ncomponent = \"a.wasm\"\n[services.kv.methods.get]\nselector = \"j\"\n", "services.kv.methods.get.selector", "not a selector"),
     ];
@@ -70,9 +70,11 @@ fn errors_name_file_key_and_reason() {
         assert_eq!(e.key, *key, "{text}: {e}");
         assert!(e.reason.contains(reason), "{text}: {e}");
         assert!(
-            e.to_string().starts_with(&format!("test.toml: {key}: ")),
+            e.to_string()
+                .starts_with(&format!("test.toml:{}:", e.at.unwrap().0)),
             "{e}"
         );
+        assert!(e.to_string().contains(&format!(": {key}: ")), "{e}");
     }
 }
 
