@@ -13,6 +13,7 @@ use std::path::PathBuf;
 const BUILTINS: &[(&str, &str, &str)] = &[
     ("json", "axle-plugin-json", "serializer"),
     ("msgpack", "axle-plugin-msgpack", "serializer"),
+    ("smooth-weighted", "axle-plugin-smooth-weighted", "selector"),
     ("round-robin", "axle-plugin-round-robin", "selector"),
     ("random", "axle-plugin-random", "selector"),
     ("weighted-random", "axle-plugin-weighted-random", "selector"),

@@ -439,6 +439,9 @@ fn a_method_tier_can_choose_its_own_selector() {
     let t = TestHost::new();
     let mut m = axle::manifest::Manifest::embedded().unwrap();
     m.endpoints.clear();
+    // A weight-blind default slot (the embedded default, smooth-weighted, follows the
+    // weights too), so what the method tier's choice changes shows.
+    m.slots.selector = Some("round-robin".into());
     m.method_governance.insert(
         ("flaky".into(), "heavy".into()),
         toml::from_str("selector = \"weighted-random\"").unwrap(),

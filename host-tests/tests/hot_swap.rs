@@ -21,7 +21,7 @@ fn manifest_text(endpoints: &[(&str, u32)], selector: &str) -> String {
     let mut text = String::new();
     for line in base.lines() {
         // Drop the embedded endpoints of `flaky` and the default selector; set our own.
-        if line.starts_with("selector = \"round-robin\"") {
+        if line.starts_with("selector = \"smooth-weighted\"") {
             text.push_str(&format!("selector = \"{selector}\"\n"));
             continue;
         }

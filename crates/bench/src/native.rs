@@ -34,6 +34,7 @@ pub fn selector(name: &str, config: &Config) -> Option<Box<dyn NativeSelector>> 
             .map(|r| Box::new(r) as Box<dyn NativeSelector>)
     }
     match name {
+        "smooth-weighted" => boxed::<axle_plugin_smooth_weighted::SmoothWeighted>(config),
         "round-robin" => boxed::<axle_plugin_round_robin::RoundRobin>(config),
         "random" => boxed::<axle_plugin_random::Random>(config),
         "weighted-random" => boxed::<axle_plugin_weighted_random::WeightedRandom>(config),

@@ -1,0 +1,125 @@
+//! Walker's alias method (Vose's construction, in integers): after O(n) preparation, a
+//! weighted pick costs one random number and one comparison whatever the set size, where a
+//! prefix-sum search costs O(log n) cache misses on a large set.
+
+/// A discrete distribution over `0..n`, proportional to the weights it was built from.
+#[derive(Clone, Debug)]
+pub struct AliasTable {
+    /// Per column, the share (out of `total`) that stays with the column itself.
+    keep: Vec<u64>,
+    /// Per column, where the rest of the column goes.
+    alias: Vec<u32>,
+    /// The sum of the weights: the height of every column.
+    total: u64,
+}
+
+impl AliasTable {
+    /// Builds the table. Weights of 0 are never sampled; if every weight is 0 (or there are
+    /// none) the table samples uniformly.
+    pub fn new(weights: &[u64]) -> Self {
+        let n = weights.len() as u64;
+        let total: u64 = weights.iter().sum();
+        if total == 0 {
+            return AliasTable {
+                keep: vec![1; weights.len()],
+                alias: (0..weights.len() as u32).collect(),
+                total: 1,
+            };
+        }
+        // Column i holds weight_i * n out of `total * n`; scaled, a column of height `total`
+        // is exactly full. Under-full columns borrow the rest from an over-full one.
+        let mut scaled: Vec<u128> = weights
+            .iter()
+            .map(|w| u128::from(*w) * u128::from(n))
+            .collect();
+        let full = u128::from(total);
+        let mut keep = vec![total; weights.len()];
+        let mut alias: Vec<u32> = (0..weights.len() as u32).collect();
+        let (mut small, mut large): (Vec<usize>, Vec<usize>) =
+            (0..weights.len()).partition(|i| scaled[*i] < full);
+        while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
+            keep[s] = scaled[s] as u64;
+            alias[s] = l as u32;
+            scaled[l] -= full - scaled[s];
+            if scaled[l] < full {
+                large.pop();
+                small.push(l);
+            }
+        }
+        AliasTable { keep, alias, total }
+    }
+
+    /// How many entries the table samples from.
+    pub fn len(&self) -> usize {
+        self.keep.len()
+    }
+
+    /// Whether the table samples from nothing.
+    pub fn is_empty(&self) -> bool {
+        self.keep.is_empty()
+    }
+
+    /// An index drawn with probability weight / total, from 64 random bits: the high part
+    /// picks the column, the remainder the height within it.
+    pub fn sample(&self, random: u64) -> usize {
+        let wide = u128::from(random) * self.keep.len() as u128;
+        let column = (wide >> 64) as usize;
+        let height = ((u128::from(wide as u64) * u128::from(self.total)) >> 64) as u64;
+        if height < self.keep[column] {
+            column
+        } else {
+            self.alias[column] as usize
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axle_sdk::Rng;
+
+    fn shares(weights: &[u64], draws: u32) -> Vec<f64> {
+        let table = AliasTable::new(weights);
+        let mut rng = Rng::seeded(11);
+        let mut counts = vec![0u32; weights.len()];
+        for _ in 0..draws {
+            counts[table.sample(rng.next_u64())] += 1;
+        }
+        counts
+            .iter()
+            .map(|c| f64::from(*c) / f64::from(draws))
+            .collect()
+    }
+
+    #[test]
+    fn samples_in_proportion_to_the_weights() {
+        let weights = [100, 100, 600, 0, 200];
+        let got = shares(&weights, 200_000);
+        for (w, share) in weights.iter().zip(&got) {
+            let expected = *w as f64 / 1000.0;
+            assert!((share - expected).abs() < 0.005, "{got:?}");
+        }
+        assert_eq!(got[3], 0.0, "a zero weight is never drawn");
+    }
+
+    #[test]
+    fn all_zero_weights_sample_uniformly() {
+        let got = shares(&[0, 0, 0, 0], 40_000);
+        assert!(got.iter().all(|s| (s - 0.25).abs() < 0.01), "{got:?}");
+    }
+
+    #[test]
+    fn every_column_is_exactly_full() {
+        // keep[i] + what columns aliasing to i give must add up to weight_i * n.
+        let weights = [3u64, 1, 7, 0, 5, 5, 2];
+        let t = AliasTable::new(&weights);
+        let n = weights.len() as u64;
+        let mut mass = vec![0u64; weights.len()];
+        for i in 0..weights.len() {
+            mass[i] += t.keep[i];
+            mass[t.alias[i] as usize] += t.total - t.keep[i];
+        }
+        let expected: Vec<u64> = weights.iter().map(|w| w * n).collect();
+        assert_eq!(mass, expected);
+    }
+}
