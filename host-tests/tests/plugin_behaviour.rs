@@ -53,7 +53,7 @@ fn weighted_random_follows_weights_within_three_percent() {
 }
 
 #[test]
-fn least_active_prefers_the_idle_endpoint() {
+fn least_active_duels_on_load_per_weight() {
     let t = TestHost::new();
     let p = t
         .load(
@@ -73,15 +73,23 @@ fn least_active_prefers_the_idle_endpoint() {
     let s = selector(&p);
     s.endpoints_changed(&table(&[100; 3]));
     s.define_set(0, vec![0, 1, 2]);
-    let idle = (0..1000)
-        .filter(|i| s.select(0, *i).unwrap().endpoint == 1)
-        .count();
-    assert_eq!(idle, 1000);
-    // Once 1 is the busiest, 2 (one in flight) wins.
+    let mut counts = [0u32; 3];
+    for i in 0..3_000 {
+        counts[s.select(0, i).unwrap().endpoint as usize] += 1;
+    }
+    // Power of two choices over uniform pairs: the busiest loses both of its pairs, the
+    // idle one wins both of its own (two pairs of three), 2 wins only against 0.
+    assert_eq!(counts[0], 0, "{counts:?}");
+    assert!((1_850..2_150).contains(&counts[1]), "{counts:?}");
+    // Once 1 is the busiest, it loses every duel.
     for _ in 0..5 {
         facts.get(1).unwrap().started();
     }
-    assert_eq!(s.select(0, 0).unwrap().endpoint, 2);
+    assert!((0..1_000).all(|i| s.select(0, i).unwrap().endpoint != 1));
+    // In flight is read per unit of weight: 5 on weight 600 beats 4 on weight 100.
+    s.endpoints_changed(&table(&[100, 600]));
+    s.define_set(0, vec![0, 1]);
+    assert!((0..1_000).all(|i| s.select(0, i).unwrap().endpoint == 1));
 }
 
 #[test]

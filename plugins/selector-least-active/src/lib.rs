@@ -1,46 +1,55 @@
-//! `least-active`: the member with the fewest requests in flight, as the kernel counts them
-//! (`host::in_flight`); ties are broken at random so equal endpoints share the load. Reads one
-//! fact per member, so a pick is O(set size): meant for sets of tens, not thousands.
-//! Config: `seed`.
+//! `least-active`: power of two choices on load per weight. Draws two distinct members by
+//! weight and keeps the one with fewer requests in flight (as the kernel counts them, via
+//! `host::in_flight`) per unit of weight; on a tie, the first draw, so an idle set is served
+//! in proportion to the weights. Two host calls per pick whatever the set size (it used to
+//! read every member: O(set) per pick, 648 µs at 10,000 endpoints). Mitzenmacher's result
+//! is why two are enough: the most loaded endpoint's excess drops from log n / log log n
+//! to log log n. Config: `seed`.
 
 use axle_sdk::{host, CandidateSet, Config, EndpointId, EndpointTable, Rng, Selector};
+use axle_selector_weights::WeightedSet;
 
 /// The least-active selector.
 pub struct LeastActive {
     rng: Rng,
+    /// The draws of the current pick (kept to not allocate per pick).
+    drawn: Vec<usize>,
 }
 
 impl Selector for LeastActive {
-    type SetState = ();
+    /// The set's weights, sampled in O(1).
+    type SetState = WeightedSet;
 
     fn new(config: &Config) -> Result<Self, String> {
         config.reject_unknown(&["seed"])?;
         Ok(LeastActive {
             rng: Rng::from_config(config)?,
+            drawn: Vec::with_capacity(2),
         })
     }
 
-    fn prepare(&mut self, _table: &EndpointTable, _members: &[EndpointId]) {}
+    fn prepare(&mut self, table: &EndpointTable, members: &[EndpointId]) -> WeightedSet {
+        WeightedSet::new(table, members)
+    }
 
-    fn select(&mut self, set: &mut CandidateSet<()>, _hash_key: u64) -> Option<EndpointId> {
-        let mut best = None;
-        let mut best_active = u32::MAX;
-        let mut ties = 0u64;
-        for &id in &set.members {
-            let active = host::in_flight(id);
-            if active < best_active {
-                best_active = active;
-                best = Some(id);
-                ties = 1;
-            } else if active == best_active {
-                // Reservoir sampling: each tied member ends up chosen with equal odds.
-                ties += 1;
-                if self.rng.below(ties) == 0 {
-                    best = Some(id);
-                }
-            }
-        }
-        best
+    fn select(
+        &mut self,
+        set: &mut CandidateSet<WeightedSet>,
+        _hash_key: u64,
+    ) -> Option<EndpointId> {
+        set.state.distinct(&mut self.rng, 2, &mut self.drawn);
+        let (&a, b) = self.drawn.split_first()?;
+        let Some(&b) = b.first() else {
+            return set.members.get(a).copied();
+        };
+        // in_flight(a) / weight(a) <= in_flight(b) / weight(b), without division.
+        let load = |p: usize| u128::from(host::in_flight(set.members[p]));
+        let (wa, wb) = (
+            u128::from(set.state.weight(a)),
+            u128::from(set.state.weight(b)),
+        );
+        let keep_a = load(a) * wb <= load(b) * wa;
+        set.members.get(if keep_a { a } else { b }).copied()
     }
 }
 
@@ -49,27 +58,84 @@ axle_sdk::export_selector!(LeastActive);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axle_sdk::{testing, EndpointFacts, SelectorRuntime};
+    use axle_sdk::{testing, ConfigValue, Endpoint, EndpointFacts, SelectorRuntime};
+
+    fn weighted(weights: &[u32]) -> EndpointTable {
+        EndpointTable::new(
+            1,
+            weights
+                .iter()
+                .enumerate()
+                .map(|(i, w)| Endpoint {
+                    id: i as u32,
+                    address: String::new(),
+                    weight: *w,
+                    tags: vec![],
+                })
+                .collect(),
+        )
+    }
+
+    fn busy(id: u32, in_flight: u32) {
+        testing::set_facts(
+            id,
+            EndpointFacts {
+                in_flight,
+                ..Default::default()
+            },
+        );
+    }
+
+    fn runtime(weights: &[u32]) -> SelectorRuntime<LeastActive> {
+        let config = Config::from_pairs([("seed", ConfigValue::Int(5))]);
+        let mut rt = SelectorRuntime::<LeastActive>::new(&config).unwrap();
+        rt.endpoints_changed(weighted(weights));
+        rt.define_set(0, (0..weights.len() as u32).collect());
+        rt
+    }
+
+    fn counts(rt: &mut SelectorRuntime<LeastActive>, n: usize, picks: u32) -> Vec<u32> {
+        let mut counts = vec![0; n];
+        for _ in 0..picks {
+            counts[rt.select(0, 0).unwrap() as usize] += 1;
+        }
+        counts
+    }
 
     #[test]
-    fn prefers_the_idle_endpoint() {
+    fn the_busiest_loses_every_duel_and_the_idle_wins_every_one() {
         testing::reset();
         for (id, in_flight) in [(0, 5), (1, 0), (2, 3)] {
-            testing::set_facts(
-                id,
-                EndpointFacts {
-                    in_flight,
-                    ..Default::default()
-                },
-            );
+            busy(id, in_flight);
         }
-        let mut rt = SelectorRuntime::<LeastActive>::new(&Config::default()).unwrap();
-        rt.endpoints_changed(testing::table(3));
-        rt.define_set(0, vec![0, 1, 2]);
-        assert!((0..100).all(|_| rt.select(0, 0) == Some(1)));
-        // Two idle endpoints share the picks.
-        testing::set_facts(2, EndpointFacts::default());
-        let ones = (0..1000).filter(|_| rt.select(0, 0) == Some(1)).count();
-        assert!((350..650).contains(&ones), "{ones}");
+        let mut rt = runtime(&[100; 3]);
+        let c = counts(&mut rt, 3, 3_000);
+        // Pairs are uniform: 1 is in two pairs of three and wins both, 2 wins against 0.
+        assert_eq!(c[0], 0, "{c:?}");
+        assert!((1_900..2_100).contains(&c[1]), "{c:?}");
+        assert_eq!(c[1] + c[2], 3_000);
+    }
+
+    #[test]
+    fn an_idle_set_is_served_by_weight() {
+        testing::reset();
+        let mut rt = runtime(&[100, 100, 600]);
+        let c = counts(&mut rt, 3, 8_000);
+        // 12.5 / 12.5 / 75 %, within 3 points.
+        assert!((760..1_240).contains(&c[0]), "{c:?}");
+        assert!((760..1_240).contains(&c[1]), "{c:?}");
+        assert!((5_760..6_240).contains(&c[2]), "{c:?}");
+    }
+
+    #[test]
+    fn load_is_compared_per_unit_of_weight() {
+        testing::reset();
+        // 3 in flight on weight 600 is less loaded than 1 on weight 100.
+        busy(0, 1);
+        busy(1, 3);
+        let mut rt = runtime(&[100, 600]);
+        assert_eq!(counts(&mut rt, 2, 1_000), vec![0, 1_000]);
+        rt.define_set(1, vec![0]);
+        assert_eq!(rt.select(1, 0), Some(0), "a single member is always picked");
     }
 }
