@@ -19,6 +19,8 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ("weighted-random", "axle-plugin-weighted-random", "selector"),
     ("least-active", "axle-plugin-least-active", "selector"),
     ("p2c-ewma", "axle-plugin-p2c-ewma", "selector"),
+    ("consistent-hash", "axle-plugin-consistent-hash", "selector"),
+    ("shortest-response", "axle-plugin-shortest-response", "selector"),
     ("tag", "axle-plugin-tag", "router"),
     ("availability", "axle-plugin-availability", "health-scorer"),
     ("token-bucket", "axle-plugin-token-bucket", "limiter"),

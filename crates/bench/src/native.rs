@@ -40,6 +40,8 @@ pub fn selector(name: &str, config: &Config) -> Option<Box<dyn NativeSelector>> 
         "weighted-random" => boxed::<axle_plugin_weighted_random::WeightedRandom>(config),
         "least-active" => boxed::<axle_plugin_least_active::LeastActive>(config),
         "p2c-ewma" => boxed::<axle_plugin_p2c_ewma::P2cEwma>(config),
+        "consistent-hash" => boxed::<axle_plugin_consistent_hash::ConsistentHash>(config),
+        "shortest-response" => boxed::<axle_plugin_shortest_response::ShortestResponse>(config),
         _ => None,
     }
 }
