@@ -99,15 +99,11 @@ impl HttpError {
             } => (message.clone(), *retry_after_ms),
             other => (other.to_string(), None),
         };
-        let retry_after_ms = match class {
-            "rate_limited" | "overloaded" | "shutting_down" => Some(retry_after_ms.unwrap_or(0)),
-            _ => retry_after_ms,
-        };
         HttpError {
             status: status_of(class),
             class,
             message,
-            retry_after_ms,
+            retry_after_ms: retry_after(class, retry_after_ms),
         }
     }
 
@@ -125,6 +121,15 @@ impl HttpError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
+    }
+}
+
+/// The classes that mean "come back later" always get `Retry-After` (the provider's,
+/// else the least: one second).
+fn retry_after(class: &str, provider_said: Option<u32>) -> Option<u32> {
+    match class {
+        "rate_limited" | "overloaded" | "shutting_down" => Some(provider_said.unwrap_or(0)),
+        _ => provider_said,
     }
 }
 
@@ -189,21 +194,19 @@ mod tests {
 
     #[test]
     fn busy_answers_carry_retry_after_in_whole_seconds() {
-        let e = CallError::Remote {
-            class: ErrorClass::RateLimited,
-            message: "rate limited".into(),
-            retry_after_ms: Some(1500),
+        let busy = |class: &'static str, said: Option<u32>| HttpError {
+            status: status_of(class),
+            class,
+            message: "busy".into(),
+            retry_after_ms: retry_after(class, said),
         };
-        let r = HttpError::from_call(&e).into_response();
+        let r = busy("rate_limited", Some(1500)).into_response();
         assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(r.headers()[header::RETRY_AFTER], "2");
-        let e = CallError::Remote {
-            class: ErrorClass::ShuttingDown,
-            message: "closing".into(),
-            retry_after_ms: None,
-        };
-        let r = HttpError::from_call(&e).into_response();
+        let r = busy("shutting_down", None).into_response();
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+        let r = busy("internal", None).into_response();
+        assert!(r.headers().get(header::RETRY_AFTER).is_none());
     }
 }

@@ -107,7 +107,7 @@ impl App {
                     // Nothing reached the application: the caller may fail over.
                     Status {
                         class: ErrorClass::Overloaded,
-                        message: format!("the application is not reachable: {e}"),
+                        ..Status::internal(format!("the application is not reachable: {e}"))
                     }
                 } else {
                     Status::internal(format!("the application failed to answer: {e}"))
@@ -127,7 +127,7 @@ impl App {
                 .await
                 .map_err(|_| Status {
                     class: ErrorClass::DeadlineExceeded,
-                    message: "the application did not answer within the deadline".into(),
+                    ..Status::internal("the application did not answer within the deadline")
                 })??,
             None => exchange.await?,
         };
@@ -151,7 +151,7 @@ fn answer(status: StatusCode, body: Bytes) -> Result<Bytes, Status> {
     };
     Err(Status {
         class,
-        message: message(status, &body),
+        ..Status::internal(message(status, &body))
     })
 }
 
