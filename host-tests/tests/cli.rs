@@ -170,7 +170,7 @@ fn call_prints_the_answer_and_names_the_error_class_on_failure() {
         ],
         cache.path(),
     );
-    assert_eq!(missing.status.code(), Some(2));
+    assert_eq!(missing.status.code(), Some(3));
     assert!(
         text(&missing.stderr).contains("call failed: business: no key `none`"),
         "{}",
@@ -181,7 +181,7 @@ fn call_prints_the_answer_and_names_the_error_class_on_failure() {
         &["call", "--endpoint", "127.0.0.1:1", "echo/say", "{}"],
         cache.path(),
     );
-    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(refused.status.code(), Some(3));
     assert!(
         text(&refused.stderr).contains("call failed: transport: cannot connect"),
         "{}",

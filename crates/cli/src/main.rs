@@ -4,7 +4,7 @@ mod commands;
 mod logging;
 mod progress;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -50,6 +50,10 @@ enum Command {
     /// The cache of compiled plugins (`$AXLE_CACHE_DIR`, else `~/.cache/axle`).
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Print a shell completion script (bash, zsh, fish, ...).
+    Completions(commands::docs::CompletionsArgs),
+    /// Print the man page, or write one per command with --dir.
+    Man(commands::docs::ManArgs),
 }
 
 #[derive(Subcommand)]
@@ -73,6 +77,23 @@ enum ConfigCommand {
         #[arg(long)]
         manifest: Option<PathBuf>,
     },
+    /// Validate a manifest fully (layers, keys, plugin names, governance values, the files
+    /// it names) without starting anything: `ok: PATH`, or every error as
+    /// FILE:LINE:COLUMN: KEY: REASON and a non-zero exit.
+    Check {
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// Print the effective manifest (embedded defaults <- extends chain <- the file), each
+    /// value followed by `# from FILE`.
+    Show {
+        /// The manifest (default: the one embedded in the binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// Print the manifest's JSON Schema (docs/manifest.schema.json).
+    Schema,
 }
 
 #[derive(Subcommand)]
@@ -180,6 +201,13 @@ fn main() -> ExitCode {
         Command::Config(ConfigCommand::Explain { target, manifest }) => {
             commands::config::explain(manifest.as_deref(), &target)
         }
+        Command::Config(ConfigCommand::Check { manifest }) => {
+            commands::config::check(manifest.as_deref())
+        }
+        Command::Config(ConfigCommand::Show { manifest }) => {
+            commands::config::show(manifest.as_deref())
+        }
+        Command::Config(ConfigCommand::Schema) => commands::config::schema(),
         Command::Plugins(PluginsCommand::Check { manifest }) => {
             commands::check::run(manifest.as_deref())
         }
@@ -210,6 +238,8 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Plugins { manifest, json, .. }) => {
             commands::bench::plugins(manifest.as_deref(), json)
         }
+        Command::Completions(args) => commands::docs::completions(args, Cli::command()),
+        Command::Man(args) => commands::docs::man(args, Cli::command()),
         Command::Cache(CacheCommand::Dir) => commands::cache::dir(),
         Command::Cache(CacheCommand::Prune) => commands::cache::remove(true),
         Command::Cache(CacheCommand::Clear) => commands::cache::remove(false),

@@ -55,21 +55,31 @@ impl Swapper {
         self.path.as_deref()
     }
 
-    /// The manifest the clients run now.
-    pub fn current(&self) -> Option<Arc<Manifest>> {
+    /// The manifest the kernel runs now: the last one applied, else the clients', else
+    /// the one it started from (its file, or the embedded default).
+    pub fn current(&self) -> anyhow::Result<Arc<Manifest>> {
         let applied = self
             .manifest
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        applied
-            .or_else(|| self.clients.first().map(Client::manifest))
-            .or_else(|| {
-                self.path
-                    .as_deref()
-                    .and_then(|p| Manifest::load(p).ok())
-                    .map(Arc::new)
-            })
+        if let Some(m) = applied.or_else(|| self.clients.first().map(Client::manifest)) {
+            return Ok(m);
+        }
+        Ok(Arc::new(Manifest::load_or_embedded(self.path.as_deref())?))
+    }
+
+    /// The slots this kernel can swap: a client's (serializer, selector, routers,
+    /// health-scorer) if it has clients, a server's limiter if it has servers.
+    pub fn slots(&self) -> Vec<&'static str> {
+        let mut slots = Vec::new();
+        if !self.clients.is_empty() {
+            slots.extend(["serializer", "selector", "routers", "health-scorer"]);
+        }
+        if !self.servers.is_empty() {
+            slots.push("limiter");
+        }
+        slots
     }
 
     /// Re-reads the manifest file and swaps to it.
@@ -84,17 +94,43 @@ impl Swapper {
     }
 
     /// Fills `slot` with `plugin` (a plugin the running manifest declares) and swaps.
-    /// `slot` is `selector`, `serializer`, `routers` (a comma-separated list), or
-    /// `health-scorer`, optionally prefixed by a service: `echo.selector`. Lasts until
-    /// the manifest file changes.
+    /// `slot` is one of [`Swapper::slots`] (`routers` takes a comma-separated list); a
+    /// client's slots may be prefixed by a service: `echo.selector`. A slot this kernel
+    /// does not have is refused, naming the ones it has: a swap that changes nothing is
+    /// never reported as done. Lasts until the manifest file changes.
     pub fn swap_slot(&self, slot: &str, plugin: &str) -> anyhow::Result<SwapReport> {
         let started = Instant::now();
-        let current = self
-            .current()
-            .ok_or_else(|| anyhow::anyhow!("no client to swap"))?;
+        self.has_slot(slot)?;
+        let current = self.current()?;
         let mut manifest = Manifest::clone(&current);
         fill_slot(&mut manifest, slot, plugin)?;
         self.apply(manifest, started)
+    }
+
+    /// `slot` is one this kernel fills, else an error naming the ones it does.
+    fn has_slot(&self, slot: &str) -> anyhow::Result<()> {
+        let have = self.slots();
+        let (service, name) = match slot.rsplit_once('.') {
+            Some((service, name)) => (Some(service), name),
+            None => (None, slot),
+        };
+        let listed = if have.is_empty() {
+            "none".to_string()
+        } else {
+            have.join(", ")
+        };
+        if !have.contains(&name) {
+            anyhow::bail!(
+                "this kernel has no `{name}` slot to swap (it has: {listed}; a server fills \
+                 the limiter, a client the serializer, selector, routers and health-scorer)"
+            );
+        }
+        if let (Some(service), "limiter") = (service, name) {
+            anyhow::bail!(
+                "a server's limiter guards every service: swap `limiter`, not `{service}.limiter`"
+            );
+        }
+        Ok(())
     }
 
     fn apply(&self, manifest: Manifest, started: Instant) -> anyhow::Result<SwapReport> {

@@ -1,5 +1,5 @@
-//! Watches the manifest and the plugin files it names (inotify through `notify`), and
-//! swaps when one changes. Editors save in several steps (write, rename, chmod): events
+//! Watches the manifest, the files it `extends` and the plugin files it names (inotify
+//! through `notify`), and swaps when one changes. Editors save in several steps (write, rename, chmod): events
 //! are gathered for a short quiet period, then the manifest is read once. A manifest that
 //! no longer parses, or a plugin that fails to load, keeps the running plugins; the log
 //! says why.
@@ -49,15 +49,26 @@ pub fn start(
     Ok(Watch { _watcher: watcher })
 }
 
-/// The directories to watch: the manifest's, and each plugin file's (files are often
-/// replaced by a rename, which a watch on the file itself would miss).
+/// The directories to watch: the manifest's, its extended files', and each plugin
+/// file's (files are often replaced by a rename, which a watch on the file itself would
+/// miss).
 fn watched(manifest: &Path, swapper: &Swapper) -> BTreeSet<PathBuf> {
     let mut dirs = BTreeSet::new();
     dirs.insert(parent(manifest));
-    for path in plugin_files(swapper) {
-        dirs.insert(parent(&path));
+    for path in plugin_files(swapper).iter().chain(&extended(manifest)) {
+        dirs.insert(parent(path));
     }
     dirs
+}
+
+/// The files `manifest` extends, directly or through others (as of now).
+fn extended(manifest: &Path) -> Vec<PathBuf> {
+    axle_manifest::Manifest::layered(Some(manifest))
+        .map(|l| {
+            let files = l.layers.iter().skip(1).map(|l| PathBuf::from(&l.file));
+            files.filter(|f| f != manifest).collect()
+        })
+        .unwrap_or_default()
 }
 
 fn plugin_files(swapper: &Swapper) -> Vec<PathBuf> {
@@ -98,7 +109,8 @@ fn run(
         if events.iter().all(|e| e.kind.is_access()) {
             continue;
         }
-        let files = plugin_files(&swapper);
+        let mut files = plugin_files(&swapper);
+        files.extend(extended(&manifest));
         let relevant = events
             .iter()
             .flat_map(|e| &e.paths)

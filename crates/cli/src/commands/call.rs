@@ -1,5 +1,6 @@
 //! `axle call SERVICE/METHOD JSON`: one call through the full client pipeline, the JSON
-//! answer on stdout; on failure a non-zero exit naming the error class.
+//! answer on stdout; on failure exit 3 naming the error class. Exit 2 stays clap's (bad
+//! flags), so a script tells "the call failed" from "the command was wrong".
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,8 +12,14 @@ use axle::manifest::{EndpointSpec, Manifest};
 use axle::payload;
 use axle::plugin::PluginHost;
 
+/// Exit status of a call that was made and failed (or found no provider to make it to).
+pub const CALL_FAILED: u8 = 3;
+
 /// `axle call` flags.
 #[derive(clap::Args)]
+#[command(
+    after_help = "Exit status: 0 the call answered (the JSON is on stdout); 1 the command could not run (a bad manifest, request or flag value); 2 usage error (unknown or missing flags); 3 the call failed (stderr names the error class: business, rate_limited, deadline_exceeded, transport, no_endpoint, ...)."
+)]
 pub struct Args {
     #[command(flatten)]
     tls: super::tls::ClientTlsArgs,
@@ -75,7 +82,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 args.discovery.namespace(&manifest),
                 backend.describe()
             );
-            return Ok(ExitCode::from(2));
+            return Ok(ExitCode::from(CALL_FAILED));
         }
         follows
     } else {
@@ -111,7 +118,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 axle::client::CallError::Remote { .. } => eprintln!("axle: call failed: {e}"),
                 _ => eprintln!("axle: call failed: {}: {e}", e.class()),
             }
-            Ok(ExitCode::from(2))
+            Ok(ExitCode::from(CALL_FAILED))
         }
     }
 }

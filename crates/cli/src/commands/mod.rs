@@ -9,6 +9,7 @@ pub mod check;
 pub mod config;
 pub mod demo;
 pub mod discovery;
+pub mod docs;
 pub mod gateway;
 pub mod new;
 pub mod serve;

@@ -1,15 +1,23 @@
 //! `axle swap SLOT PLUGIN [--admin ADDR]`: fills a slot of a running kernel (through its
 //! admin endpoint) with another plugin its manifest declares. Prints what was loaded and
-//! how long the swap took; exits 1 with the reason when the running plugin stays.
+//! how long the swap took, or that the slot already ran that plugin; exits 1 with the
+//! reason when the running plugin stays (a slot the kernel does not have is refused,
+//! naming the ones it has).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// `axle swap` flags.
 #[derive(clap::Args)]
+#[command(
+    after_help = "What a kernel can swap: `axle serve --admin` runs a server, whose \
+slot is its `limiter`; `axle demo --admin` also runs a client, whose slots are \
+`serializer`, `selector`, `routers` and `health-scorer` (each also per service: \
+`echo.selector`). A slot the kernel lacks is refused with the list of those it has."
+)]
 pub struct Args {
-    /// `selector`, `serializer`, `routers`, `health-scorer` or `limiter`, optionally for
-    /// one service: `echo.selector`.
+    /// `selector`, `serializer`, `routers`, `health-scorer` (a client's, optionally for
+    /// one service: `echo.selector`) or `limiter` (a server's).
     slot: String,
     /// The plugin (a `[plugins.<name>]` of the running manifest; for `routers`, a
     /// comma-separated list).
@@ -34,6 +42,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     {
         Ok(report) => {
             let report: axle::swap::SwapReport = serde_json::from_value(report)?;
+            if report.loaded.is_empty() {
+                println!(
+                    "unchanged: {} already runs {} (kept: {})",
+                    args.slot,
+                    args.plugin,
+                    list(&report.kept)
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             println!(
                 "swapped {} -> {} in {:.2} ms (loaded: {}; kept: {})",
                 args.slot,
