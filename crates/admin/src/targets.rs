@@ -36,11 +36,11 @@ fn not_found<'a>(
     name: &str,
     have: impl Iterator<Item = &'a String>,
 ) -> axle_server::Status {
-    axle_server::Status {
-        class: axle_wire::ErrorClass::NotFound,
-        message: format!(
+    axle_server::Status::new(
+        axle_wire::ErrorClass::NotFound,
+        format!(
             "no {what} `{name}` here (have: {})",
             have.cloned().collect::<Vec<_>>().join(", ")
         ),
-    }
+    )
 }

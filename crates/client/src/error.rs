@@ -30,6 +30,8 @@ pub enum CallError {
         class: ErrorClass,
         message: String,
         retry_after_ms: Option<u32>,
+        /// With `business`: the handler's machine-readable reason, if it gave one.
+        code: Option<String>,
     },
 }
 

@@ -67,6 +67,9 @@ pub(crate) struct Call<'a> {
     pub content_type: &'a str,
     pub options: &'a CallOptions,
     pub deadline: Instant,
+    /// The same for every attempt of this call (retries, failovers, hedges): a provider
+    /// that deduplicates the method tells a repeat from a new call by it.
+    pub request_id: [u8; 16],
 }
 
 /// Makes calls to the services a manifest (or the caller) names.

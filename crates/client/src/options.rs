@@ -20,6 +20,10 @@ pub struct CallOptions {
     pub external: bool,
     /// Whether the method's fallback may answer when the call finally fails.
     pub fallback: bool,
+    /// The call's request id (default: a random one per call). A caller retrying on its
+    /// own (an HTTP client resending with the same idempotency key) passes the same id, so
+    /// a deduplicating provider answers the repeat from memory.
+    pub request_id: Option<[u8; 16]>,
 }
 
 impl Default for CallOptions {
@@ -31,6 +35,7 @@ impl Default for CallOptions {
             consumer_app: None,
             external: false,
             fallback: true,
+            request_id: None,
         }
     }
 }

@@ -16,7 +16,9 @@
 //! send        stages/send.rs      one attempt on the endpoint's multiplexed connection
 //! feedback    stages/feedback.rs  facts, the endpoint's breaker, the selector's outcome
 //! retry       stages/retry.rs     failover / retry / hedge, within budget and deadline;
-//!                                 failovers capped per call (`max-failovers`)
+//!                                 failovers capped per call (`max-failovers`); a lost
+//!                                 answer of a deduplicated method goes back to its
+//!                                 endpoint (the same request id, answered from memory)
 //! fallback    stages/fallback.rs  the method's fallback when the call finally fails
 //! ```
 //!
@@ -76,6 +78,9 @@ impl Client {
                     content_type,
                     options,
                     deadline,
+                    request_id: options
+                        .request_id
+                        .unwrap_or_else(|| fastrand::u128(..).to_be_bytes()),
                 };
                 let result = self.attempts(&call, g).await;
                 let slow = policy.breaker.is_slow(started.elapsed());
@@ -105,19 +110,37 @@ impl Client {
         let (mut retries_used, mut failovers) = (0, 0);
         let hedge =
             (g.idempotent && g.hedge_delay_ms > 0).then(|| Duration::from_millis(g.hedge_delay_ms));
+        let rerun = stages::retry::Rerun::of(g);
+        // The endpoint to go back to (`Next::Again`).
+        let mut again: Option<Attempt> = None;
         loop {
-            let result = match hedge.filter(|_| tried.is_empty()) {
-                Some(delay) => self.hedged(call, &candidates, &mut tried, delay).await,
-                None => self.attempt(call, &candidates, &mut tried).await,
+            let result = match (again.take(), hedge.filter(|_| tried.is_empty())) {
+                (Some(attempt), _) => self.send_to(call, attempt).await,
+                (None, Some(delay)) => self.hedged(call, &candidates, &mut tried, delay).await,
+                (None, None) => self.attempt(call, &candidates, &mut tried).await,
             };
             let err = match result {
                 Ok(reply) => return Ok(reply),
                 Err(e) => e,
             };
-            let next = stages::retry::next(&err, g.idempotent);
+            let next = stages::retry::next(&err, rerun);
             let wait = match next {
                 Next::Final => return Err(err),
-                Next::Retry if retries_used >= g.retries => return Err(err),
+                Next::Retry | Next::Again if retries_used >= g.retries => return Err(err),
+                Next::Again => {
+                    // Only there: elsewhere the request could run a second time.
+                    let last = tried.last().copied();
+                    match last.and_then(|id| stages::select::again(&self.state, &candidates, id)) {
+                        Some(attempt) => again = Some(attempt),
+                        None => return Err(err),
+                    }
+                    let wait = stages::retry::backoff(
+                        Duration::from_millis(g.retry_interval_ms),
+                        retries_used,
+                    );
+                    retries_used += 1;
+                    wait
+                }
                 Next::Retry => {
                     let wait = stages::retry::backoff(
                         Duration::from_millis(g.retry_interval_ms),
@@ -136,8 +159,8 @@ impl Client {
                     Duration::ZERO
                 }
             };
-            if !stages::retry::fits(wait, call.deadline) || tried.len() >= candidates.members.len()
-            {
+            let nowhere_new = again.is_none() && tried.len() >= candidates.members.len();
+            if !stages::retry::fits(wait, call.deadline) || nowhere_new {
                 return Err(err);
             }
             let counters = &call.policy.counters;
@@ -146,7 +169,7 @@ impl Client {
                 return Err(err);
             }
             match next {
-                Next::Retry => counters.retried(),
+                Next::Retry | Next::Again => counters.retried(),
                 _ => counters.failed_over(),
             }
             if !wait.is_zero() {

@@ -30,6 +30,11 @@ enum Mode {
     /// A stopping provider: every connection opens with a goaway, requests are answered
     /// `shutting_down`.
     Stopping = 4,
+    /// Answers `business` with the code `conflict`.
+    Conflict = 5,
+    /// Closes the connection on the first request it gets (the answer is lost), then
+    /// echoes.
+    DropOnce = 6,
 }
 
 /// A scripted endpoint on a loopback port, counting what it received.
@@ -39,6 +44,8 @@ struct Fake {
     requests: Arc<AtomicU64>,
     cancels: Arc<AtomicU64>,
     connections: Arc<AtomicU64>,
+    /// The request id of every request received, in order.
+    ids: Arc<std::sync::Mutex<Vec<[u8; 16]>>>,
     /// Bumped to tell every connection open then to say goaway (once). A watch, not a
     /// notify: a connection busy answering a heartbeat when it is bumped still sees it.
     shed: Arc<tokio::sync::watch::Sender<u64>>,
@@ -49,29 +56,27 @@ impl Fake {
     async fn start(mode: Mode) -> Fake {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let mode = Arc::new(AtomicU8::new(mode as u8));
-        let (requests, cancels) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let script = Script {
+            mode: Arc::new(AtomicU8::new(mode as u8)),
+            requests: Arc::default(),
+            cancels: Arc::default(),
+            ids: Arc::default(),
+        };
         let shed = Arc::new(tokio::sync::watch::Sender::new(0));
         let connections = Arc::new(AtomicU64::new(0));
-        let (m, r, c, s) = (
-            mode.clone(),
-            requests.clone(),
-            cancels.clone(),
-            shed.clone(),
-        );
-        let accepted = connections.clone();
+        let (accepted, serving, s) = (connections.clone(), script.clone(), shed.clone());
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 accepted.fetch_add(1, Relaxed);
-                let (m, r, c) = (m.clone(), r.clone(), c.clone());
-                tokio::spawn(serve(stream, m, r, c, s.subscribe()));
+                tokio::spawn(serve(stream, serving.clone(), s.subscribe()));
             }
         });
         Fake {
             addr,
-            mode,
-            requests,
-            cancels,
+            mode: script.mode,
+            requests: script.requests,
+            cancels: script.cancels,
+            ids: script.ids,
             connections,
             shed,
             _task: task,
@@ -92,13 +97,26 @@ impl Fake {
     }
 }
 
-async fn serve(
-    stream: tokio::net::TcpStream,
+/// What a [`Fake`]'s connections share: its mode and what it counts.
+#[derive(Clone)]
+struct Script {
     mode: Arc<AtomicU8>,
     requests: Arc<AtomicU64>,
     cancels: Arc<AtomicU64>,
+    ids: Arc<std::sync::Mutex<Vec<[u8; 16]>>>,
+}
+
+async fn serve(
+    stream: tokio::net::TcpStream,
+    script: Script,
     mut shed: tokio::sync::watch::Receiver<u64>,
 ) {
+    let Script {
+        mode,
+        requests,
+        cancels,
+        ids,
+    } = script;
     let mut frames = tokio_util::codec::Framed::new(stream, FrameCodec::new(Limits::default()));
     let mode_now = || mode.load(Relaxed);
     if mode_now() == Mode::Stopping as u8 && frames.send(Frame::goaway("stopping")).await.is_err() {
@@ -125,6 +143,9 @@ async fn serve(
             }
             Kind::Request => {
                 requests.fetch_add(1, Relaxed);
+                if let Some(id) = frame.meta.request_id {
+                    ids.lock().unwrap().push(id);
+                }
                 match mode_now() {
                     m if m == Mode::Echo as u8 => {
                         Frame::response(frame.id, frame.meta.content_type, frame.payload)
@@ -137,6 +158,15 @@ async fn serve(
                     }
                     m if m == Mode::Stopping as u8 => {
                         Frame::error(frame.id, ErrorClass::ShuttingDown, "stopping")
+                    }
+                    m if m == Mode::Conflict as u8 => {
+                        let mut f = Frame::error(frame.id, ErrorClass::Business, "conflict");
+                        f.meta.error_code = Some("conflict".into());
+                        f
+                    }
+                    m if m == Mode::DropOnce as u8 => {
+                        mode.store(Mode::Echo as u8, Relaxed);
+                        return;
                     }
                     _ => continue,
                 }
@@ -427,4 +457,95 @@ async fn a_stopping_endpoint_leaves_rotation_and_is_back_once_it_answers() {
         [Unreachable, Readmitted],
         "a shed connection is no event"
     );
+}
+
+fn ids(fake: &Fake) -> Vec<[u8; 16]> {
+    fake.ids.lock().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_answer_of_a_deduplicated_method_goes_back_to_its_endpoint_with_its_id() {
+    let (host, _cache) = host();
+    let (a, b) = (
+        Fake::start(Mode::DropOnce).await,
+        Fake::start(Mode::DropOnce).await,
+    );
+    // Not idempotent: without deduplication a lost answer is final.
+    let plain = client(&host, vec![a.spec(), b.spec()], "retries = 2");
+    let err = call(&plain, &CallOptions::default()).await.unwrap_err();
+    assert_eq!(err.class(), "transport", "{err}");
+    assert_eq!(ids(&a).len() + ids(&b).len(), 1, "sent once");
+    for fake in [&a, &b] {
+        fake.set(Mode::DropOnce);
+        fake.ids.lock().unwrap().clear();
+    }
+    // Deduplicated: the same request id, to the same endpoint, nowhere else.
+    let dedup = client(
+        &host,
+        vec![a.spec(), b.spec()],
+        "retries = 2\ndedup-ttl-ms = 60000",
+    );
+    call(&dedup, &CallOptions::default()).await.unwrap();
+    let (got_a, got_b) = (ids(&a), ids(&b));
+    let (there, elsewhere) = if got_a.is_empty() {
+        (got_b, got_a)
+    } else {
+        (got_a, got_b)
+    };
+    assert_eq!(there.len(), 2, "the attempt and its repeat");
+    assert_eq!(there[0], there[1], "one request id for the call");
+    assert!(elsewhere.is_empty(), "never sent to another provider");
+    // The next call is another request.
+    a.set(Mode::Echo);
+    b.set(Mode::Echo);
+    call(&dedup, &CallOptions::default()).await.unwrap();
+    let all: Vec<_> = ids(&a).into_iter().chain(ids(&b)).collect();
+    assert_eq!(all.len(), 3);
+    assert_ne!(all[2], there[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listed_business_codes_are_retried_elsewhere_others_are_final() {
+    let (host, _cache) = host();
+    let (a, b) = (
+        Fake::start(Mode::Conflict).await,
+        Fake::start(Mode::Conflict).await,
+    );
+    let listed = client(
+        &host,
+        vec![a.spec(), b.spec()],
+        "retries = 1\nidempotent = true\nretry-on-business = [\"conflict\"]",
+    );
+    match call(&listed, &CallOptions::default()).await.unwrap_err() {
+        CallError::Remote { class, code, .. } => {
+            assert_eq!(class, ErrorClass::Business);
+            assert_eq!(
+                code.as_deref(),
+                Some("conflict"),
+                "the code reaches the caller"
+            );
+        }
+        other => panic!("{other}"),
+    }
+    let (got_a, got_b) = (ids(&a), ids(&b));
+    assert_eq!(
+        (got_a.len(), got_b.len()),
+        (1, 1),
+        "retried on the other one"
+    );
+    assert_eq!(got_a[0], got_b[0], "one request id for the call");
+    // Not listed, or not safe to run twice: final at the first answer.
+    for governance in [
+        "retries = 1\nidempotent = true\nretry-on-business = [\"stale\"]",
+        "retries = 1\nretry-on-business = [\"conflict\"]",
+    ] {
+        let before = a.requests.load(Relaxed) + b.requests.load(Relaxed);
+        let c = client(&host, vec![a.spec(), b.spec()], governance);
+        assert_eq!(
+            call(&c, &CallOptions::default()).await.unwrap_err().class(),
+            "business"
+        );
+        let after = a.requests.load(Relaxed) + b.requests.load(Relaxed);
+        assert_eq!(after - before, 1, "{governance}");
+    }
 }

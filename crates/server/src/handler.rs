@@ -25,36 +25,48 @@ pub struct Response {
     pub content_type: String,
 }
 
-/// A handler's refusal: an error class and a message for the caller.
+/// A handler's refusal: an error class, a message for the caller and, for a business
+/// error, an optional machine-readable code.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
     pub class: ErrorClass,
     pub message: String,
+    /// With `business`: what callers may match on, e.g. list in `retry-on-business`.
+    pub code: Option<String>,
 }
 
 impl Status {
-    /// A business error: the handler ran and says no (never retried).
-    pub fn business(message: impl Into<String>) -> Self {
+    /// A refusal of `class`.
+    pub fn new(class: ErrorClass, message: impl Into<String>) -> Self {
         Status {
-            class: ErrorClass::Business,
+            class,
             message: message.into(),
+            code: None,
+        }
+    }
+
+    /// A business error: the handler ran and says no (final, unless the caller lists its
+    /// code in `retry-on-business`).
+    pub fn business(message: impl Into<String>) -> Self {
+        Status::new(ErrorClass::Business, message)
+    }
+
+    /// A business error with a code callers can match on (`conflict`, `stale-read`).
+    pub fn business_code(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Status {
+            code: Some(code.into()),
+            ..Status::business(message)
         }
     }
 
     /// An unexpected failure.
     pub fn internal(message: impl Into<String>) -> Self {
-        Status {
-            class: ErrorClass::Internal,
-            message: message.into(),
-        }
+        Status::new(ErrorClass::Internal, message)
     }
 
     /// A request that cannot be understood.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Status {
-            class: ErrorClass::BadRequest,
-            message: message.into(),
-        }
+        Status::new(ErrorClass::BadRequest, message)
     }
 }
 
@@ -94,10 +106,10 @@ where
                 }
                 // The plugin failed, not the request; the handler has not run, so the
                 // caller may fail over as from a busy provider.
-                SerializeError::Fault(fault) => Status {
-                    class: ErrorClass::Overloaded,
-                    message: format!("the provider's serializer failed: {fault}"),
-                },
+                SerializeError::Fault(fault) => Status::new(
+                    ErrorClass::Overloaded,
+                    format!("the provider's serializer failed: {fault}"),
+                ),
             })?;
             let req: Req = payload::from_value(&value)
                 .map_err(|e| Status::bad_request(format!("unexpected request shape: {e}")))?;

@@ -30,6 +30,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::stages::dedup::Seen;
 use crate::stages::{dispatch, limit, protect};
 use crate::{Context, Handler, Pipeline};
 use axle_core::RequestScope;
@@ -92,7 +93,8 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: &Arc<Peer>) -> Frame {
     response
 }
 
-/// Internal-only, limiter, concurrency guard and fuse, then the handler.
+/// Internal-only, then (for a deduplicated method) a repeat answered from memory, then
+/// limiter, concurrency guard and fuse, then the handler.
 async fn protected(
     p: &Pipeline,
     guard: &protect::MethodGuard,
@@ -105,18 +107,52 @@ async fn protected(
     if let Err(frame) = protect::check_internal(guard, external, &ctx, id) {
         return *frame;
     }
+    let (Some(dedup), Some(request_id)) = (&guard.dedup, request.meta.request_id) else {
+        return admitted(p, guard, handler, ctx, request).await.0;
+    };
+    match dedup.begin(request_id) {
+        Seen::New(run) => {
+            let (answer, ran) = admitted(p, guard, handler, ctx, request).await;
+            run.finish(&answer, ran);
+            answer
+        }
+        Seen::Repeat(repeat) => {
+            dedup.repeated();
+            repeat.answer(id, ctx.scope.deadline).await
+        }
+        Seen::Full => Frame::error(
+            id,
+            ErrorClass::Overloaded,
+            format!(
+                "{}/{}: the deduplication table is full of running requests",
+                ctx.service, ctx.method
+            ),
+        ),
+    }
+}
+
+/// Limiter, concurrency guard and fuse, then the handler: the answer, and whether the
+/// handler started (a refusal before it did may be retried anywhere).
+async fn admitted(
+    p: &Pipeline,
+    guard: &protect::MethodGuard,
+    handler: Handler,
+    ctx: Context,
+    request: Frame,
+) -> (Frame, bool) {
+    let id = request.id;
     if let Err(frame) = limit::admit(p, &ctx, guard, id) {
-        return *frame;
+        return (*frame, false);
     }
     let _entry = match guard.guard.enter() {
         Ok(entry) => entry,
-        Err(refusal) => return protect::refusal(refusal, &ctx, id),
+        Err(refusal) => return (protect::refusal(refusal, &ctx, id), false),
     };
-    let response = dispatch::dispatch(handler, ctx, request, &guard.stats).await;
+    let (response, ran) = dispatch::dispatch(handler, ctx, request, &guard.stats).await;
     if response.meta.error_class == Some(ErrorClass::Internal) {
         guard.guard.unexpected_error();
     }
-    response
+    (response, ran)
 }
 
 struct InFlight<'a>(&'a Pipeline);

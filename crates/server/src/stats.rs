@@ -82,6 +82,7 @@ impl MethodStats {
             latency_histogram: self.latency.exported(),
             limiter_admitted: self.limiter_admitted.load(Relaxed),
             limiter_rejected: self.limiter_rejected.load(Relaxed),
+            repeats_answered: 0,
         }
     }
 }
@@ -120,6 +121,10 @@ pub struct MethodView {
     pub limiter_admitted: u64,
     #[serde(default)]
     pub limiter_rejected: u64,
+    /// Repeated requests (same request id) answered from the deduplication table
+    /// without running the handler again (`dedup-ttl-ms`; 0 without it).
+    #[serde(default)]
+    pub repeats_answered: u64,
 }
 
 impl MethodView {

@@ -158,6 +158,7 @@ mod tests {
             class,
             message: String::new(),
             retry_after_ms: None,
+            code: None,
         }));
         for e in errors {
             assert_eq!(CLASSES[class_index(&e)], e.class(), "{e:?}");

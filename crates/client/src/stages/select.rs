@@ -56,6 +56,19 @@ pub fn pick(
     }
 }
 
+/// The attempt at endpoint `id` again (a lost answer of a deduplicated method): only if it
+/// is still a candidate, still in the client and its breaker lets a request through.
+pub fn again(state: &ClientState, candidates: &Candidates, id: u32) -> Option<Attempt> {
+    if !candidates.members.contains(&id) {
+        return None;
+    }
+    let ep = state.endpoint(id)?;
+    match ep.breaker.try_acquire() {
+        Permit::Rejected => None,
+        permit => Some(Attempt::new(ep, permit)),
+    }
+}
+
 /// The candidates not excluded yet; an error when none is left.
 fn remaining(
     svc: &ServiceState,

@@ -23,6 +23,7 @@ pub async fn send(ep: &Endpoint, call: &Call<'_>, budget: Duration) -> Result<Re
             .or_else(|| svc.consumer_app.clone()),
         tags: call.options.tags.clone(),
         content_type: Some(call.content_type.to_string()),
+        request_id: Some(call.request_id),
         ..Metadata::default()
     };
     let flags = if call.options.external {
@@ -38,6 +39,7 @@ pub async fn send(ep: &Endpoint, call: &Call<'_>, budget: Duration) -> Result<Re
             class,
             message: frame.meta.error_message.unwrap_or_default(),
             retry_after_ms: frame.meta.retry_after_ms,
+            code: frame.meta.error_code,
         }),
         None => Ok(Reply {
             payload: frame.payload,

@@ -18,19 +18,21 @@ pub fn not_found(ctx: &Context, id: u64) -> Frame {
     )
 }
 
+/// The answer, and whether the handler started.
 pub async fn dispatch(
     handler: Handler,
     ctx: Context,
     request: Frame,
     stats: &MethodStats,
-) -> Frame {
+) -> (Frame, bool) {
     let id = request.id;
     if ctx.scope.expired() {
-        return Frame::error(
+        let late = Frame::error(
             id,
             ErrorClass::DeadlineExceeded,
             "the deadline passed before the handler started",
         );
+        return (late, false);
     }
     let deadline = ctx.scope.deadline;
     let req = Request {
@@ -48,18 +50,24 @@ pub async fn dispatch(
             Ok(r) => r,
             Err(_) => {
                 stats.handled(started.elapsed().as_nanos() as u64);
-                return Frame::error(
+                let late = Frame::error(
                     id,
                     ErrorClass::DeadlineExceeded,
                     "the handler ran out of time",
                 );
+                return (late, true);
             }
         },
         None => run.await,
     };
     stats.handled(started.elapsed().as_nanos() as u64);
-    match result {
+    let answer = match result {
         Ok(resp) => Frame::response(id, Some(resp.content_type), resp.payload),
-        Err(status) => Frame::error(id, status.class, status.message),
-    }
+        Err(status) => {
+            let mut frame = Frame::error(id, status.class, status.message);
+            frame.meta.error_code = status.code;
+            frame
+        }
+    };
+    (answer, true)
 }

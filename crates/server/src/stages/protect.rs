@@ -34,8 +34,11 @@ pub struct MethodGuard {
     /// The longest budget a request may bring, and the budget of one that brings none.
     pub max_deadline: std::time::Duration,
     pub default_deadline: std::time::Duration,
-    /// Whether the handler is cancelled when its caller's connection closes.
+    /// Whether the handler is cancelled when its caller's connection closes (never for a
+    /// deduplicated method: its repeat is waiting for the answer).
     pub cancel_on_disconnect: bool,
+    /// The requests it ran, by request id (`dedup-ttl-ms`).
+    pub dedup: Option<super::dedup::Dedup>,
     pub stats: MethodStats,
 }
 
@@ -48,7 +51,9 @@ impl MethodGuard {
             internal_only: governance.internal_only,
             max_deadline: std::time::Duration::from_millis(governance.max_deadline_ms),
             default_deadline: std::time::Duration::from_millis(governance.default_deadline_ms),
-            cancel_on_disconnect: governance.cancel_on_disconnect,
+            cancel_on_disconnect: governance.cancel_on_disconnect
+                && governance.dedup_ttl_ms == 0,
+            dedup: super::dedup::Dedup::of(governance),
             stats: MethodStats::default(),
         }
     }
@@ -148,12 +153,14 @@ impl Guards {
             .chain([&self.unserved]);
         let mut out: Vec<MethodView> = all
             .map(|g| {
-                g.stats.view(
+                let mut view = g.stats.view(
                     &g.service,
                     &g.method,
                     g.guard.in_flight(),
                     g.guard.max_seen.load(Relaxed),
-                )
+                );
+                view.repeats_answered = g.dedup.as_ref().map_or(0, |d| d.repeats());
+                view
             })
             .filter(|v| v.requests > 0)
             .collect();
