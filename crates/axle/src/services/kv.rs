@@ -56,7 +56,12 @@ pub fn register(builder: ServerBuilder) -> ServerBuilder {
                         key: req.key,
                         value,
                     }),
-                    None => Err(Status::business(format!("no key `{}`", req.key))),
+                    // A code callers can match on: a replica that has not seen the key
+                    // yet may be worth another try elsewhere (`retry-on-business`).
+                    None => Err(Status::business_code(
+                        "no-such-key",
+                        format!("no key `{}`", req.key),
+                    )),
                 }
             }
         })

@@ -122,7 +122,7 @@ impl Dedup {
     }
 
     /// Requests remembered now (running or finished).
-    pub fn len(&self) -> usize {
+    pub fn remembered(&self) -> usize {
         self.table
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -304,7 +304,7 @@ mod tests {
         let d = table(60_000, 3, 1 << 20);
         for id in 1..=10 {
             new(&d, id).finish(&answer(b"a"), true);
-            assert!(d.len() <= 3);
+            assert!(d.remembered() <= 3);
         }
         assert!(
             matches!(d.begin([10; 16]), Seen::Repeat(_)),
@@ -324,6 +324,6 @@ mod tests {
         for id in 1..=5 {
             new(&d, id).finish(&answer(&BIG), true);
         }
-        assert_eq!(d.len(), 2, "two answers of 1,000 bytes fit in 2,048");
+        assert_eq!(d.remembered(), 2, "two answers of 1,000 bytes fit in 2,048");
     }
 }
