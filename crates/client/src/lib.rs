@@ -11,6 +11,7 @@ mod options;
 mod pipeline;
 pub(crate) mod stages;
 pub(crate) mod state;
+mod trace;
 mod views;
 
 #[cfg(test)]
@@ -70,6 +71,10 @@ pub(crate) struct Call<'a> {
     /// The same for every attempt of this call (retries, failovers, hedges): a provider
     /// that deduplicates the method tells a repeat from a new call by it.
     pub request_id: [u8; 16],
+    /// The call's trace and its own span (each attempt is a child span of it).
+    pub trace: axle_core::TraceContext,
+    /// Attempts started so far (hedges included), numbering each attempt's span.
+    pub attempts: std::sync::atomic::AtomicU32,
 }
 
 /// Makes calls to the services a manifest (or the caller) names.

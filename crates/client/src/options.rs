@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use axle_core::RequestScope;
+use axle_core::{RequestScope, TraceContext};
 
 /// What a caller may say about one call.
 #[derive(Clone, Debug)]
@@ -24,6 +24,10 @@ pub struct CallOptions {
     /// own (an HTTP client resending with the same idempotency key) passes the same id, so
     /// a deduplicating provider answers the repeat from memory.
     pub request_id: Option<[u8; 16]>,
+    /// The trace this call continues, its span the call's parent (none: the call starts a
+    /// trace). `within` sets it from the handler's context; the gateway from an incoming
+    /// `traceparent` header.
+    pub trace: Option<TraceContext>,
 }
 
 impl Default for CallOptions {
@@ -36,6 +40,7 @@ impl Default for CallOptions {
             external: false,
             fallback: true,
             request_id: None,
+            trace: None,
         }
     }
 }
@@ -53,7 +58,7 @@ impl CallOptions {
     /// handler's context, or any [`RequestScope`]): it inherits what is left of that
     /// request's deadline, its tags (a lane stays a lane), its calling application and
     /// whether it came from outside the trust boundary (an external request stays
-    /// external at the next hop).
+    /// external at the next hop) and its trace (the call is a child of the handler's span).
     pub fn within(scope: &impl AsRef<RequestScope>) -> Self {
         let scope = scope.as_ref();
         CallOptions {
@@ -61,6 +66,7 @@ impl CallOptions {
             tags: scope.tags.clone(),
             consumer_app: scope.consumer_app.clone(),
             external: scope.external,
+            trace: scope.trace,
             ..CallOptions::default()
         }
     }
@@ -78,12 +84,18 @@ mod tests {
     use std::time::Instant;
 
     #[test]
-    fn a_call_from_a_handler_inherits_the_remaining_deadline_tags_app_and_trust() {
+    fn a_call_from_a_handler_inherits_the_remaining_deadline_tags_app_trust_and_trace() {
+        let trace = TraceContext {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            flags: 1,
+        };
         let ctx = RequestScope {
             deadline: Some(Instant::now() + Duration::from_millis(300)),
             tags: vec![("lane".into(), "canary".into())],
             consumer_app: Some("web".into()),
             external: true,
+            trace: Some(trace),
         };
         let o = CallOptions::within(&ctx);
         let left = o.timeout.unwrap();
@@ -97,5 +109,6 @@ mod tests {
             o.fallback && o.external,
             "an external request stays external"
         );
+        assert_eq!(o.trace, Some(trace), "the handler's span is the parent");
     }
 }

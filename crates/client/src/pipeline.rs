@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use tracing::Instrument;
 
 use axle_core::payload;
 use axle_governance::{Fallback, Governance};
@@ -64,6 +65,8 @@ impl Client {
         let policy = svc.policy(method);
         let g = &policy.governance;
         let deadline = started + options.timeout.unwrap_or(g.timeout());
+        let trace = crate::trace::for_call(options.trace);
+        let span = crate::trace::call_span(service, method, &trace);
         let result = match policy.breaker.pass() {
             None => Err(CallError::BreakerOpen {
                 target: format!("{service}/{method}"),
@@ -81,13 +84,16 @@ impl Client {
                     request_id: options
                         .request_id
                         .unwrap_or_else(|| fastrand::u128(..).to_be_bytes()),
+                    trace,
+                    attempts: Default::default(),
                 };
-                let result = self.attempts(&call, g).await;
+                let result = self.attempts(&call, g).instrument(span.clone()).await;
                 let slow = policy.breaker.is_slow(started.elapsed());
                 pass.record(stages::feedback::verdict(&result, slow));
                 result
             }
         };
+        crate::trace::ended(&span, &result);
         policy
             .counters
             .ended(&result, started.elapsed().as_nanos() as u64);
@@ -223,7 +229,16 @@ impl Client {
         }
         attempt.sent(now);
         let ep = attempt.ep.clone();
-        let result = stages::send::send(&ep, call, call.deadline - now).await;
+        let number = call
+            .attempts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let span_id = crate::trace::span_id();
+        let span = crate::trace::attempt_span(call, &ep, number, &span_id);
+        let result = stages::send::send(&ep, call, call.deadline - now, span_id)
+            .instrument(span.clone())
+            .await;
+        crate::trace::ended(&span, &result);
         match attempt.finish(&call.policy.selector, &result) {
             Finding::Nothing => {}
             // Rare (once per endpoint going down): out of rotation before the next pick,

@@ -1,9 +1,12 @@
 //! What a request carries from caller to provider and on to the next hop: its deadline,
-//! its tags (a lane stays a lane), the calling application and whether it entered from
-//! outside the trust boundary. A provider's handler hands its request's scope to the calls
+//! its tags (a lane stays a lane), the calling application, whether it entered from
+//! outside the trust boundary and its trace context (the trace it belongs to and the span
+//! it runs in, so the next hop's spans are its children). A provider's handler hands its request's scope to the calls
 //! it makes (`CallOptions::within`), so none of these is lost or reset at a hop.
 
 use std::time::{Duration, Instant};
+
+use crate::trace::TraceContext;
 
 /// The part of a request that the calls made on its behalf inherit.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -16,6 +19,9 @@ pub struct RequestScope {
     pub consumer_app: Option<String>,
     /// The request entered from outside the trust boundary.
     pub external: bool,
+    /// The trace the request belongs to and the handler's own span (calls made within it
+    /// are its children); `None` outside a handler.
+    pub trace: Option<TraceContext>,
 }
 
 impl RequestScope {

@@ -19,6 +19,9 @@ pub const TIMEOUT_HEADER: &str = "x-axle-timeout-ms";
 pub const TAG_PREFIX: &str = "x-axle-tag-";
 /// The calling application's name.
 pub const APP_HEADER: &str = "x-axle-app";
+/// The W3C trace context the call continues (a malformed one is ignored and the call
+/// starts a trace, as the W3C recommendation asks of a receiver).
+pub const TRACEPARENT_HEADER: &str = "traceparent";
 /// Set on an answer that is the method's fallback rather than the provider's.
 pub const FALLBACK_HEADER: &str = "x-axle-fallback";
 
@@ -68,6 +71,12 @@ pub fn options(
     };
     if let Some(app) = headers.get(APP_HEADER) {
         options.consumer_app = Some(text(APP_HEADER, app)?);
+    }
+    if let Some(Ok(parent)) = headers.get(TRACEPARENT_HEADER).map(|v| v.to_str()) {
+        match axle::core::TraceContext::parse(parent) {
+            Ok(trace) => options.trace = Some(trace),
+            Err(e) => tracing::debug!("starting a new trace: {e}"),
+        }
     }
     for (name, value) in headers {
         let Some(key) = name.as_str().strip_prefix(TAG_PREFIX) else {
@@ -181,6 +190,16 @@ mod tests {
             options(&HeaderMap::new(), cap, true).unwrap().timeout,
             Some(cap)
         );
+    }
+
+    #[test]
+    fn a_traceparent_is_continued_and_a_malformed_one_ignored() {
+        let cap = Duration::from_secs(1);
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let o = options(&headers(&[("traceparent", parent)]), cap, true).unwrap();
+        assert_eq!(o.trace.map(|t| t.traceparent()).as_deref(), Some(parent));
+        let o = options(&headers(&[("traceparent", "00-zz")]), cap, true).unwrap();
+        assert_eq!(o.trace, None, "the call starts its own trace");
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod handler;
 mod pipeline;
 pub mod stages;
 pub mod stats;
+mod trace;
 
 pub use context::Context;
 pub use handler::{Handler, Request, Response, Status};

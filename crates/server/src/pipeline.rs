@@ -17,7 +17,8 @@
 //! deadline         here, dispatch.rs   the budget, capped by the method's `max-deadline-ms`
 //!                                      (`default-deadline-ms` when it brings none); one
 //!                                      already gone does not start
-//! handler          dispatch.rs         the handler, with what is left of the budget
+//! handler          dispatch.rs         the handler, with what is left of the budget, in
+//!                                      its own span of the caller's trace (trace.rs)
 //! ```
 //!
 //! Every method's requests and answers are counted on the way (`stats.rs`). A method is
@@ -83,6 +84,7 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: &Arc<Peer>) -> Frame {
             tags: std::mem::take(&mut request.meta.tags),
             consumer_app: request.meta.consumer_app.take(),
             external,
+            trace: Some(crate::trace::for_request(&request.meta)),
         },
     };
     let response = match handler {

@@ -16,6 +16,7 @@ const ERROR_MESSAGE: u8 = 9;
 const RETRY_AFTER: u8 = 10;
 const REQUEST_ID: u8 = 11;
 const ERROR_CODE: u8 = 12;
+const SPAN_ID: u8 = 13;
 
 /// Everything a frame says besides its payload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -27,6 +28,7 @@ pub struct Metadata {
     pub consumer_app: Option<String>,
     pub tags: Vec<(String, String)>,
     pub content_type: Option<String>,
+    /// The W3C trace the request belongs to (with `span_id`, a `traceparent`).
     pub trace_id: Option<[u8; 16]>,
     pub error_class: Option<ErrorClass>,
     pub error_message: Option<String>,
@@ -36,6 +38,11 @@ pub struct Metadata {
     pub request_id: Option<[u8; 16]>,
     /// With `business`: the handler's machine-readable reason (`retry-on-business`).
     pub error_code: Option<String>,
+    /// The caller's span (the W3C `parent-id`): encoded, with `trace_flags`, only when
+    /// set.
+    pub span_id: Option<[u8; 8]>,
+    /// W3C trace flags (bit 0: sampled), travelling with `span_id`.
+    pub trace_flags: u8,
 }
 
 fn put_field(out: &mut BytesMut, tag: u8, value: &[u8]) -> Result<(), WireError> {
@@ -107,6 +114,12 @@ impl Metadata {
         if let Some(v) = &self.error_code {
             put_field(out, ERROR_CODE, v.as_bytes())?;
         }
+        if let Some(v) = &self.span_id {
+            let mut value = [0; 9];
+            value[..8].copy_from_slice(v);
+            value[8] = self.trace_flags;
+            put_field(out, SPAN_ID, &value)?;
+        }
         Ok(())
     }
 
@@ -153,6 +166,13 @@ impl Metadata {
                 RETRY_AFTER => m.retry_after_ms = Some(u32::from_be_bytes(fixed(tag, value)?)),
                 REQUEST_ID => m.request_id = Some(fixed(tag, value)?),
                 ERROR_CODE => m.error_code = Some(text(tag, value)?),
+                SPAN_ID => {
+                    let v: [u8; 9] = fixed(tag, value)?;
+                    let mut span = [0; 8];
+                    span.copy_from_slice(&v[..8]);
+                    m.span_id = Some(span);
+                    m.trace_flags = v[8];
+                }
                 _ => {} // a newer peer's field
             }
         }

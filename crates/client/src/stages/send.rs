@@ -1,6 +1,7 @@
 //! Frame the request, send it on the endpoint's connection, wait for the answer until the
-//! deadline; the remaining budget travels in the frame. Dialling counts against the
-//! budget too: a connect is cut to what is left of it.
+//! deadline; the remaining budget and the trace context (the call's trace, this attempt's
+//! span) travel in the frame. Dialling counts against the budget too: a connect is cut
+//! to what is left of it.
 
 use std::time::Duration;
 
@@ -8,8 +9,14 @@ use crate::state::Endpoint;
 use crate::{Call, CallError, Reply};
 use axle_wire::{Metadata, FLAG_EXTERNAL};
 
-/// One attempt at one endpoint; `budget` is what is left of the call's deadline.
-pub async fn send(ep: &Endpoint, call: &Call<'_>, budget: Duration) -> Result<Reply, CallError> {
+/// One attempt at one endpoint; `budget` is what is left of the call's deadline, `span_id`
+/// the attempt's span (the provider's parent).
+pub async fn send(
+    ep: &Endpoint,
+    call: &Call<'_>,
+    budget: Duration,
+    span_id: [u8; 8],
+) -> Result<Reply, CallError> {
     let conn = ep.link.connection_by(call.deadline).await?;
     let svc = call.svc;
     let meta = Metadata {
@@ -24,6 +31,9 @@ pub async fn send(ep: &Endpoint, call: &Call<'_>, budget: Duration) -> Result<Re
         tags: call.options.tags.clone(),
         content_type: Some(call.content_type.to_string()),
         request_id: Some(call.request_id),
+        trace_id: Some(call.trace.trace_id),
+        span_id: Some(span_id),
+        trace_flags: call.trace.flags,
         ..Metadata::default()
     };
     let flags = if call.options.external {

@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use crate::stats::MethodStats;
 use crate::{Context, Handler, Request};
 use axle_wire::{ErrorClass, Frame};
@@ -35,6 +37,7 @@ pub async fn dispatch(
         return (late, false);
     }
     let deadline = ctx.scope.deadline;
+    let span = crate::trace::handler_span(&ctx, request.meta.span_id.as_ref());
     let req = Request {
         ctx,
         content_type: request
@@ -44,7 +47,7 @@ pub async fn dispatch(
         payload: request.payload,
     };
     let started = Instant::now();
-    let run = handler(req);
+    let run = handler(req).instrument(span.clone());
     let result = match deadline {
         Some(d) => match tokio::time::timeout_at(d.into(), run).await {
             Ok(r) => r,
@@ -55,6 +58,7 @@ pub async fn dispatch(
                     ErrorClass::DeadlineExceeded,
                     "the handler ran out of time",
                 );
+                span.record("error", ErrorClass::DeadlineExceeded.as_str());
                 return (late, true);
             }
         },
@@ -64,6 +68,7 @@ pub async fn dispatch(
     let answer = match result {
         Ok(resp) => Frame::response(id, Some(resp.content_type), resp.payload),
         Err(status) => {
+            span.record("error", status.class.as_str());
             let mut frame = Frame::error(id, status.class, status.message);
             frame.meta.error_code = status.code;
             frame

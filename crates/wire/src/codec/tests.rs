@@ -21,6 +21,8 @@ fn sample() -> Frame {
             tags: vec![("lane".into(), "canary".into())],
             content_type: Some("application/json".into()),
             trace_id: Some([9; 16]),
+            span_id: Some([5; 8]),
+            trace_flags: 1,
             request_id: Some([3; 16]),
             ..Metadata::default()
         },
@@ -152,22 +154,27 @@ fn metadata() -> impl Strategy<Value = Metadata> {
         (
             proptest::option::of(any::<[u8; 16]>()),
             proptest::option::of(text()),
+            proptest::option::of(any::<([u8; 8], u8)>()),
         ),
     )
-        .prop_map(|(s, m, d, a, t, c, tr, e, em, r, (id, code))| Metadata {
-            service: s,
-            method: m,
-            deadline_us: d,
-            consumer_app: a,
-            tags: t,
-            content_type: c,
-            trace_id: tr,
-            error_class: e,
-            error_message: em,
-            retry_after_ms: r,
-            request_id: id,
-            error_code: code,
-        })
+        .prop_map(
+            |(s, m, d, a, t, c, tr, e, em, r, (id, code, span))| Metadata {
+                service: s,
+                method: m,
+                deadline_us: d,
+                consumer_app: a,
+                tags: t,
+                content_type: c,
+                trace_id: tr,
+                error_class: e,
+                error_message: em,
+                retry_after_ms: r,
+                request_id: id,
+                error_code: code,
+                span_id: span.map(|(id, _)| id),
+                trace_flags: span.map_or(0, |(_, flags)| flags),
+            },
+        )
 }
 
 fn frame() -> impl Strategy<Value = Frame> {
