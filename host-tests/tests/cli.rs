@@ -111,11 +111,14 @@ fn bench_plugins_prints_one_json_object_with_the_floor_and_native_twins() {
     };
     for n in ["10", "1000", "10000"] {
         for s in [
+            "smooth-weighted",
             "round-robin",
             "random",
             "weighted-random",
             "least-active",
             "p2c-ewma",
+            "shortest-response",
+            "consistent-hash",
         ] {
             let row = find(s, "select", n);
             assert_eq!(row["kind"], "selector");

@@ -59,8 +59,7 @@ impl Selector for ConsistentHash {
         } else {
             hash_key
         };
-        let position = set.state.owner(key)?;
-        set.members.get(position).copied()
+        set.state.owner(key)
     }
 }
 

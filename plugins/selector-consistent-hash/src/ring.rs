@@ -26,18 +26,16 @@ pub struct Member<'a> {
 /// A built ring.
 #[derive(Debug)]
 pub struct Ring {
-    /// Point hashes, ascending.
-    hashes: Vec<u64>,
-    /// The member position owning each point.
-    owners: Vec<u32>,
+    /// (hash, owning endpoint) per point, by hash: a lookup reads one cache line.
+    points: Vec<(u64, u32)>,
     /// For each bucket (the top `bits` bits of a hash), the first point in or after it.
     buckets: Vec<u32>,
     bits: u32,
 }
 
 impl Ring {
-    /// Builds the ring of `members` (in member order) with `per_unit` virtual nodes per
-    /// [`UNIT_WEIGHT`] of weight. Members of weight 0 get no points.
+    /// Builds the ring of `members` with `per_unit` virtual nodes per [`UNIT_WEIGHT`] of
+    /// weight. Members of weight 0 get no points.
     pub fn new(members: &[Member], per_unit: u64) -> Self {
         let wanted = |m: &Member| -> u64 {
             if m.weight == 0 {
@@ -48,60 +46,57 @@ impl Ring {
         };
         let total: u64 = members.iter().map(wanted).fold(0, u64::saturating_add);
         let mut points: Vec<(u64, u32)> = Vec::with_capacity(total.min(MAX_POINTS) as usize);
-        for (position, m) in members.iter().enumerate() {
+        for m in members {
             let mut count = wanted(m);
             if total > MAX_POINTS && count > 0 {
                 count =
                     (u128::from(count) * u128::from(MAX_POINTS) / u128::from(total)).max(1) as u64;
             }
             let seed = member_seed(m);
-            points
-                .extend((0..count).map(|j| (mix(seed ^ j.wrapping_mul(GOLDEN)), position as u32)));
+            points.extend((0..count).map(|j| (mix(seed ^ j.wrapping_mul(GOLDEN)), m.id)));
         }
         points.sort_unstable();
-        let (hashes, owners): (Vec<u64>, Vec<u32>) = points.into_iter().unzip();
-        let bits = (hashes.len().max(1).next_power_of_two().trailing_zeros()).min(24);
+        let bits = (points.len().max(1).next_power_of_two().trailing_zeros()).min(24);
         let mut buckets = Vec::with_capacity(1 << bits);
         let mut next = 0usize;
         for b in 0..(1u64 << bits) {
             let start = b.checked_shl(64 - bits).unwrap_or(0);
-            while next < hashes.len() && hashes[next] < start {
+            while next < points.len() && points[next].0 < start {
                 next += 1;
             }
             buckets.push(next as u32);
         }
         Ring {
-            hashes,
-            owners,
+            points,
             buckets,
             bits,
         }
     }
 
-    /// The member position that owns `key`; `None` for a ring with no points.
-    pub fn owner(&self, key: u64) -> Option<usize> {
-        if self.hashes.is_empty() {
+    /// The endpoint that owns `key`; `None` for a ring with no points.
+    pub fn owner(&self, key: u64) -> Option<u32> {
+        if self.points.is_empty() {
             return None;
         }
         let h = mix(key);
         let bucket = h.checked_shr(64 - self.bits).unwrap_or(0) as usize;
         let mut i = self.buckets.get(bucket).copied().unwrap_or(0) as usize;
-        while i < self.hashes.len() && self.hashes[i] < h {
+        while i < self.points.len() && self.points[i].0 < h {
             i += 1;
         }
         // Past the last point, the circle wraps to the first.
-        let i = if i == self.hashes.len() { 0 } else { i };
-        Some(self.owners[i] as usize)
+        let i = if i == self.points.len() { 0 } else { i };
+        Some(self.points[i].1)
     }
 
     /// How many points the ring holds.
     pub fn len(&self) -> usize {
-        self.hashes.len()
+        self.points.len()
     }
 
     /// Whether the ring has no points.
     pub fn is_empty(&self) -> bool {
-        self.hashes.is_empty()
+        self.points.is_empty()
     }
 }
 
@@ -177,8 +172,8 @@ mod tests {
         let r = ring(&a, &vec![100; 50], 40);
         for k in 0..20_000u64 {
             let h = mix(k);
-            let i = r.hashes.partition_point(|p| *p < h);
-            let expected = r.owners[if i == r.hashes.len() { 0 } else { i }] as usize;
+            let i = r.points.partition_point(|p| p.0 < h);
+            let expected = r.points[if i == r.points.len() { 0 } else { i }].1;
             assert_eq!(r.owner(k), Some(expected), "key {k}");
         }
     }

@@ -26,12 +26,11 @@ impl Selector for SmoothWeighted {
     }
 
     fn prepare(&mut self, table: &EndpointTable, members: &[EndpointId]) -> Schedule {
-        Schedule::new(&member_weights(table, members))
+        Schedule::new(members, &member_weights(table, members))
     }
 
     fn select(&mut self, set: &mut CandidateSet<Schedule>, _hash_key: u64) -> Option<EndpointId> {
-        let position = set.state.next()?;
-        set.members.get(position).copied()
+        set.state.next()
     }
 }
 

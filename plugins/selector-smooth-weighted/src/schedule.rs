@@ -15,11 +15,12 @@
 #[derive(Debug)]
 struct Class {
     weight: i64,
-    /// Positions (in the set's member order) of the class's members, ascending.
-    positions: Vec<u32>,
-    /// Picks the class has made so far in its current lap: `positions[next]` is next.
+    /// (position in the set's member order, endpoint id) of the class's members, by
+    /// position; together so a pick reads one cache line.
+    members: Vec<(u32, u32)>,
+    /// Picks the class has made so far in its current lap: `members[next]` is next.
     next: usize,
-    /// Nginx's `current` of the member at `positions[next]`.
+    /// Nginx's `current` of the member at `members[next]`.
     current: i64,
 }
 
@@ -31,25 +32,26 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Groups the members (given by their weights, in member order) by weight. Members of
+    /// Groups the members (their ids and weights, in member order) by weight. Members of
     /// weight 0 are never picked, unless every weight is 0 (see `member_weights`).
-    pub fn new(weights: &[u64]) -> Self {
-        let mut order: Vec<(u64, u32)> = weights
+    pub fn new(ids: &[u32], weights: &[u64]) -> Self {
+        let mut order: Vec<(u64, u32, u32)> = weights
             .iter()
+            .zip(ids)
             .enumerate()
-            .filter(|(_, w)| **w > 0)
-            .map(|(i, w)| (*w, i as u32))
+            .filter(|(_, (w, _))| **w > 0)
+            .map(|(i, (w, id))| (*w, i as u32, *id))
             .collect();
         order.sort_unstable();
         let mut classes: Vec<Class> = Vec::new();
-        for (weight, position) in order {
+        for (weight, position, id) in order {
             // Clamp so `current` can never overflow: i64 holds 2^63 / 2^32 = 2^31 members.
             let weight = weight.min(u64::from(u32::MAX)) as i64;
             match classes.last_mut() {
-                Some(c) if c.weight == weight => c.positions.push(position),
+                Some(c) if c.weight == weight => c.members.push((position, id)),
                 _ => classes.push(Class {
                     weight,
-                    positions: vec![position],
+                    members: vec![(position, id)],
                     next: 0,
                     current: 0,
                 }),
@@ -57,13 +59,13 @@ impl Schedule {
         }
         let total = classes
             .iter()
-            .map(|c| c.weight * c.positions.len() as i64)
+            .map(|c| c.weight * c.members.len() as i64)
             .sum();
         Schedule { classes, total }
     }
 
-    /// The position (in member order) of the next pick; `None` for a set with no weight.
-    pub fn next(&mut self) -> Option<usize> {
+    /// The endpoint of the next pick; `None` for a set with no weight.
+    pub fn next(&mut self) -> Option<u32> {
         let mut best: Option<usize> = None;
         for i in 0..self.classes.len() {
             let c = &mut self.classes[i];
@@ -74,7 +76,7 @@ impl Schedule {
                     let b = &self.classes[b];
                     let c = &self.classes[i];
                     c.current > b.current
-                        || (c.current == b.current && c.positions[c.next] < b.positions[b.next])
+                        || (c.current == b.current && c.members[c.next].0 < b.members[b.next].0)
                 }
             };
             if leads {
@@ -82,15 +84,15 @@ impl Schedule {
             }
         }
         let c = &mut self.classes[best?];
-        let position = c.positions[c.next] as usize;
+        let (_, id) = c.members[c.next];
         c.next += 1;
-        if c.next == c.positions.len() {
+        if c.next == c.members.len() {
             // The lap is over: the class's next member is its first again, which has been
             // picked once more than the rest of the class, so its `current` is one total lower.
             c.next = 0;
             c.current -= self.total;
         }
-        Some(position)
+        Some(id)
     }
 }
 
@@ -117,9 +119,11 @@ mod tests {
             .collect()
     }
 
+    /// Picks, as positions: here each member's id is its position.
     fn schedule(weights: &[u64], picks: usize) -> Vec<usize> {
-        let mut s = Schedule::new(weights);
-        (0..picks).map(|_| s.next().unwrap()).collect()
+        let ids: Vec<u32> = (0..weights.len() as u32).collect();
+        let mut s = Schedule::new(&ids, weights);
+        (0..picks).map(|_| s.next().unwrap() as usize).collect()
     }
 
     #[test]
@@ -157,6 +161,6 @@ mod tests {
     fn skips_zero_weights_and_has_nothing_without_weight() {
         let picks = schedule(&[0, 2, 0, 1], 6);
         assert_eq!(picks, vec![1, 3, 1, 1, 3, 1]);
-        assert_eq!(Schedule::new(&[0, 0]).next(), None);
+        assert_eq!(Schedule::new(&[4, 9], &[0, 0]).next(), None);
     }
 }

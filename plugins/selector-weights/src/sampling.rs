@@ -17,6 +17,8 @@ pub struct WeightedSet {
     alias: AliasTable,
     /// How many members have a weight (can be drawn).
     drawable: usize,
+    /// The mean weight of the drawable members, computed once (a pick may need it).
+    mean_weight: f64,
 }
 
 impl WeightedSet {
@@ -24,10 +26,12 @@ impl WeightedSet {
     pub fn new(table: &EndpointTable, members: &[EndpointId]) -> Self {
         let weights = member_weights(table, members);
         let drawable = weights.iter().filter(|w| **w > 0).count();
+        let total: u64 = weights.iter().sum();
         WeightedSet {
             alias: AliasTable::new(&weights),
             weights,
             drawable,
+            mean_weight: total as f64 / drawable.max(1) as f64,
         }
     }
 
@@ -36,13 +40,9 @@ impl WeightedSet {
         self.weights.get(position).copied().unwrap_or(0)
     }
 
-    /// The mean weight of the drawable members (1 for a set with none).
+    /// The mean weight of the drawable members.
     pub fn mean_weight(&self) -> f64 {
-        let total: u64 = self.weights.iter().sum();
-        if self.drawable == 0 {
-            return 1.0;
-        }
-        total as f64 / self.drawable as f64
+        self.mean_weight
     }
 
     /// A position drawn with probability weight / total.
