@@ -73,10 +73,10 @@ fn a_broken_manifest_fails_with_file_key_and_reason() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"builtin:round-robin\"\ntimeout = 5\n", "plugins.rr", "unknown field `timeout`"),
-        ("[plugins.rr]\nkind = \"balancer\"\ncomponent = \"builtin:round-robin\"\n", "plugins.rr.kind", "unknown variant `balancer`"),
+        ("[plugins.rr]\nkind = \"balancer\"\ncomponent = \"builtin:round-robin\"\n", "plugins.rr.kind", "unknown value `balancer`"),
         ("[slots]\nselector = \"nope\"\n", "slots.selector", "no plugin named `nope`"),
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"builtin:round-robin\"\ninstances = 0\n", "plugins.rr.instances", "must be 1..="),
-        ("[plugins.rr\n", "line 1", "not valid TOML"),
+        ("[plugins.rr\n", ".toml:1:", "not valid TOML"),
     ];
     for (i, (body, key, reason)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("m{i}.toml"));

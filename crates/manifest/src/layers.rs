@@ -278,6 +278,16 @@ impl Layered {
             .unwrap_or(self.layers.len().saturating_sub(1))
     }
 
+    /// Whether a file wrote (or changed something under) `path`, rather than the
+    /// embedded defaults alone: what a user declared, e.g. the plugins worth checking.
+    pub fn written(&self, path: &[&str]) -> bool {
+        let path: Vec<String> = path.iter().map(|k| k.to_string()).collect();
+        self.origins
+            .get(&path)
+            .and_then(|i| self.layers.get(*i))
+            .is_some_and(|l| l.file != defaults::EMBEDDED_MANIFEST_NAME)
+    }
+
     /// An error at `path`, pointed at the line and column of the layer that wrote it.
     pub fn error_at(&self, path: &[Seg], reason: String) -> ManifestError {
         let key = locate::dotted(path);

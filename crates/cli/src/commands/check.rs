@@ -1,5 +1,6 @@
 //! `axle plugins check`: load every plugin, self-check it, print a table. Exits non-zero
-//! if any plugin fails, and says why.
+//! if any plugin fails, and says why. With `--manifest`, the plugins that manifest (and
+//! the files it extends) declares or changes: the embedded ones are checked without it.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -9,7 +10,17 @@ use axle::manifest::Manifest;
 use axle::plugin::{selfcheck, PluginHost};
 
 pub fn run(manifest: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let manifest = Manifest::load_or_embedded(manifest)?;
+    let manifest_path = manifest;
+    let layered = Manifest::layered(manifest)?;
+    let mut manifest = Manifest::from_layers(&layered)?;
+    if let Some(path) = manifest_path {
+        manifest
+            .plugins
+            .retain(|name, _| layered.written(&["plugins", name]));
+        if manifest.plugins.is_empty() {
+            println!("{} declares no plugins of its own", path.display());
+        }
+    }
     let host = PluginHost::with_default_cache()?;
     println!("manifest: {}", manifest.file);
     println!(
