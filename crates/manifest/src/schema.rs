@@ -85,7 +85,10 @@ fn governance() -> Ty {
                 "bool" => Ty::Bool,
                 "f64" | "f32" => Ty::Num,
                 "String" => Ty::Str,
-                _ => Ty::Int,
+                "u32" | "u64" => Ty::Int,
+                "Codes" => Ty::Array(Box::new(Ty::Str)),
+                // A new key type must be mapped here: the schema test fails until it is.
+                other => panic!("governance key `{key}` has type `{other}`, unmapped"),
             };
             f(key, ty, doc.trim())
         })
