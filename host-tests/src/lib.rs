@@ -2,6 +2,7 @@
 
 pub mod etcd;
 pub mod http;
+pub mod webdriver;
 
 use std::path::{Path, PathBuf};
 
@@ -344,7 +345,9 @@ pub fn governed_client(
     layer.validate().expect("valid governance");
     m.governance = layer.clone();
     m.service_governance.insert(service.to_string(), layer);
-    if let Some(p) = m.plugins.get_mut("round-robin") {
+    // The default selector, with room for a loaded test machine.
+    let selector = m.slots.selector.clone().unwrap_or_default();
+    if let Some(p) = m.plugins.get_mut(&selector) {
         p.timeout_ms = 1000;
     }
     axle::client::Client::new(

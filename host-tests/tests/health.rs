@@ -348,7 +348,13 @@ fn the_ejection_cap_keeps_half_of_the_providers_in_rotation() {
     let bad1 = ServeProcess::start(&["--flaky-fail-rate", "1"]);
     let bad2 = ServeProcess::start(&["--flaky-fail-rate", "1"]);
     let t = TestHost::new();
-    let governance = format!("{}\nmax-ejection-percent = 50\nbreaker = false", retried());
+    // A weight-blind selector: the default (smooth-weighted) would give the kept provider
+    // only its health-weighted share (its weight falls to the minimum, 1 in 101 calls),
+    // and this test is about the cap keeping it in rotation and in use.
+    let governance = format!(
+        "{}\nmax-ejection-percent = 50\nbreaker = false\nselector = \"round-robin\"",
+        retried()
+    );
     let client = governed_client(&t.host, "flaky", at(&[&good, &bad1, &bad2]), &governance);
     rt().block_on(async {
         let mut events = client.health_events();

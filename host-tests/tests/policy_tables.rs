@@ -155,7 +155,9 @@ fn a_caller_asked_for_100_000_names_keeps_one_policy_for_them() {
         ("echo".into(), "ping".into()),
         toml::from_str("timeout-ms = 2000").unwrap(),
     );
-    if let Some(p) = m.plugins.get_mut("round-robin") {
+    // The default selector, with room for a loaded test machine.
+    let selector = m.slots.selector.clone().unwrap_or_default();
+    if let Some(p) = m.plugins.get_mut(&selector) {
         p.timeout_ms = 1000;
     }
     // The embedded manifest's `tag` router is in the path: every call reads the memo.

@@ -191,7 +191,8 @@ fn stats_from_a_manifest_shows_a_live_endpoint_healthy_and_a_dead_one_dead() {
     let plugins = report["clients"][0]["plugins"]
         .as_array()
         .unwrap_or_else(|| panic!("plugins in {report}"));
-    for name in ["round-robin", "availability", "json"] {
+    // The embedded slots: smooth-weighted (the default selector), availability, json.
+    for name in ["smooth-weighted", "availability", "json"] {
         let p = plugins
             .iter()
             .find(|p| p["name"] == name)
