@@ -153,13 +153,16 @@ fn selectors_swap_under_load_with_no_failed_call() {
     eprintln!("swap to p2c-ewma took {} µs", report.took_us);
     // A verdict that does not depend on the machine's speed: the new selector learns
     // latencies from its own feedback (batched), so wait, window by window, for the state
-    // "the fast provider gets most calls", within a bound in calls rather than in time.
+    // "the fast provider gets the largest share", within a bound in calls rather than in
+    // time. p2c-ewma draws its two candidates by weight (1:1:6), so the fast provider is in
+    // at most 1/8 + 6/8 × 1/2 + 1/8 × 1/7 ≈ 52 % of the duels and can win no more than
+    // that; round-robin gave it a third, its weight alone an eighth.
     let favours_fast = |what: &str| {
         let mut seen = Vec::new();
         for _ in 0..20 {
             let window = shares(1_000);
             seen.push(window);
-            if window[0] > 0.55 {
+            if window[0] > 0.45 && window[0] > window[2] {
                 eprintln!(
                     "{what}: the fast provider leads after {} window(s)",
                     seen.len()
