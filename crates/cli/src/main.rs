@@ -38,6 +38,8 @@ enum Command {
     Stats(commands::stats::Args),
     /// Fill a slot of a running kernel with another plugin (hot-swap, via --admin).
     Swap(commands::swap::Args),
+    /// The consumers registered for a service in an etcd registry.
+    Consumers(commands::consumers::Args),
     /// Work with plugins.
     #[command(subcommand)]
     Plugins(PluginsCommand),
@@ -198,6 +200,9 @@ fn main() -> ExitCode {
         }
         Command::Stats(args) => runtime().and_then(|rt| rt.block_on(commands::stats::run(args))),
         Command::Swap(args) => runtime().and_then(|rt| rt.block_on(commands::swap::run(args))),
+        Command::Consumers(args) => {
+            runtime().and_then(|rt| rt.block_on(commands::consumers::run(args)))
+        }
         Command::Config(ConfigCommand::Explain { target, manifest }) => {
             commands::config::explain(manifest.as_deref(), &target)
         }

@@ -1,7 +1,8 @@
 //! Discovery on etcd (cargo feature `etcd`).
 //!
 //! Keys: `/axle/<namespace>/providers/<service>/<group>/<address>`, the value an
-//! [`Provider`] as JSON, attached to a lease.
+//! [`Provider`] as JSON, attached to a lease; consumers beside them under
+//! `/axle/<namespace>/consumers/...` (`etcd_consumers.rs`).
 //!
 //! - **Providers** grant a lease (`lease-ttl-s`), put their key under it and keep it
 //!   alive every third of the TTL. While etcd is unreachable they keep trying; if the lease
@@ -36,7 +37,10 @@ use tokio::sync::watch;
 use super::admit::{EntryLimits, Skips};
 use super::config::{EtcdConfig, PasswordSource};
 use super::revisions::Tracked;
-use super::{Backend, BackendOptions, DiscoveryError, Listing, Provider, Registration, ServiceKey};
+use super::{
+    Backend, BackendOptions, ConsumerListing, DiscoveryError, Listing, Provider, Registration,
+    ServiceKey,
+};
 
 /// Longest one unary etcd request may take before it counts as "unreachable".
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -46,10 +50,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// An etcd cluster.
 pub struct Etcd {
-    hosts: Vec<String>,
-    lease_ttl: Duration,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) lease_ttl: Duration,
     resync: Duration,
-    config: Arc<EtcdConfig>,
+    pub(crate) config: Arc<EtcdConfig>,
 }
 
 impl Etcd {
@@ -93,7 +97,7 @@ impl Etcd {
         Ok(etcd)
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         let tls = if self.config.tls() { " (TLS)" } else { "" };
         format!("etcd://{}{tls}", self.hosts.join(","))
     }
@@ -121,7 +125,7 @@ pub fn prefix(key: &ServiceKey) -> String {
 /// whenever etcd says the token expired). TLS and credentials are read from their files
 /// here, so a new client picks up rotated ones. HTTP/2 keep-alives notice a dead etcd
 /// under a quiet watch within a couple of seconds.
-async fn connect(hosts: &[String], config: &EtcdConfig) -> Result<Client, String> {
+pub(crate) async fn connect(hosts: &[String], config: &EtcdConfig) -> Result<Client, String> {
     let scheme = if config.tls() { "https" } else { "http" };
     let urls: Vec<String> = hosts.iter().map(|h| format!("{scheme}://{h}")).collect();
     let mut options = ConnectOptions::new()
@@ -151,7 +155,7 @@ async fn connect(hosts: &[String], config: &EtcdConfig) -> Result<Client, String
 }
 
 /// A unary request with [`REQUEST_TIMEOUT`].
-async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     f: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
 ) -> Result<T, String> {
     match tokio::time::timeout(REQUEST_TIMEOUT, f).await {
@@ -218,10 +222,25 @@ impl Backend for Etcd {
         ));
         rx
     }
+
+    fn register_consumer(
+        &self,
+        key: &ServiceKey,
+        application: &str,
+    ) -> BoxFuture<'static, Result<Option<Registration>, DiscoveryError>> {
+        crate::etcd_consumers::register(self, key, application)
+    }
+
+    fn consumers(
+        &self,
+        key: &ServiceKey,
+    ) -> BoxFuture<'static, Result<ConsumerListing, DiscoveryError>> {
+        crate::etcd_consumers::list(self, key)
+    }
 }
 
 /// Grants a lease and puts the key under it; the lease id.
-async fn grant_and_put(
+pub(crate) async fn grant_and_put(
     client: &mut Client,
     ttl: Duration,
     key: &str,
@@ -242,7 +261,7 @@ async fn grant_and_put(
 /// Keeps the lease alive until `stop`, then deletes the key and revokes the lease. After
 /// a failure it connects anew (`cluster`), so rotated credentials and certificates are
 /// used.
-async fn keep_registered(
+pub(crate) async fn keep_registered(
     mut client: Client,
     cluster: (Vec<String>, Arc<EtcdConfig>),
     ttl: Duration,

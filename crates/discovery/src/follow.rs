@@ -94,6 +94,10 @@ pub fn plan<'a>(
 pub struct Follow {
     state: watch::Receiver<FollowState>,
     task: tokio::task::JoinHandle<()>,
+    /// This process's registration as a consumer of the service, when the registry keeps
+    /// consumers ([`Backend::register_consumer`]); removed by [`Follow::stop`], else it
+    /// runs out with its lease.
+    consumer: Option<super::Registration>,
 }
 
 impl Follow {
@@ -125,7 +129,34 @@ impl Follow {
             tick,
             tx,
         ));
-        Ok(Follow { state, task })
+        Ok(Follow {
+            state,
+            task,
+            consumer: None,
+        })
+    }
+
+    /// Registers this process as a consumer of the service followed, for `application`,
+    /// kept for as long as the follower runs. A registry that cannot take it is logged,
+    /// not fatal: following does not depend on being listed.
+    pub async fn register_consumer(
+        &mut self,
+        backend: &dyn Backend,
+        key: &ServiceKey,
+        application: &str,
+    ) {
+        match backend.register_consumer(key, application).await {
+            Ok(r) => self.consumer = r,
+            Err(e) => tracing::warn!(%key, "cannot register as a consumer: {e}"),
+        }
+    }
+
+    /// Stops following and removes the consumer registration (bounded by the backend).
+    pub async fn stop(mut self) {
+        self.task.abort();
+        if let Some(r) = self.consumer.take() {
+            r.deregister().await;
+        }
     }
 
     /// The follower's state now.

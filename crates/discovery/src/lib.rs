@@ -26,9 +26,12 @@
 
 pub mod admit;
 pub mod config;
+pub mod consumer;
 pub mod defaults;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+#[cfg(feature = "etcd")]
+mod etcd_consumers;
 pub mod file;
 pub mod follow;
 pub mod revisions;
@@ -46,6 +49,7 @@ use tokio::sync::watch;
 pub use axle_core::EndpointSpec;
 
 pub use config::{DiscoveryConfig, EtcdConfig};
+pub use consumer::{Consumer, ConsumerListing};
 
 /// What went wrong in discovery. Every message names the registry or value at fault.
 #[derive(Debug, thiserror::Error)]
@@ -290,6 +294,31 @@ pub trait Backend: Send + Sync {
 
     /// The providers of `key`, kept current for as long as a receiver lives.
     fn subscribe(&self, key: &ServiceKey) -> watch::Receiver<Listing>;
+
+    /// Registers this process as a consumer of `key` for `application` (`consumer.rs`);
+    /// `None` where the backend keeps no consumers (static, file): there is nowhere to
+    /// say it, and following works the same.
+    fn register_consumer(
+        &self,
+        _key: &ServiceKey,
+        _application: &str,
+    ) -> BoxFuture<'static, Result<Option<Registration>, DiscoveryError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// The consumers registered for `key`. Only a shared registry (etcd) keeps them.
+    fn consumers(
+        &self,
+        _key: &ServiceKey,
+    ) -> BoxFuture<'static, Result<ConsumerListing, DiscoveryError>> {
+        let backend = self.describe();
+        Box::pin(async move {
+            Err(DiscoveryError::Unavailable {
+                backend,
+                reason: "keeps no consumers (only an etcd:// registry does)".into(),
+            })
+        })
+    }
 }
 
 /// A parsed registry URL.

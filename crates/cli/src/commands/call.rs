@@ -67,7 +67,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let host = PluginHost::with_default_cache()?;
     let client = Client::new(&host, config)?;
-    let _follow = if discover {
+    let follows = if discover {
         let backend = super::discovery::open(&registry, &manifest)?;
         let follows = args
             .discovery
@@ -82,6 +82,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 args.discovery.namespace(&manifest),
                 backend.describe()
             );
+            super::discovery::stop(follows).await;
             return Ok(ExitCode::from(CALL_FAILED));
         }
         follows
@@ -100,10 +101,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         options = options.tag(k, v);
     }
     let value = payload::to_value(&json).map_err(|e| anyhow::anyhow!("{e}"))?;
-    match client
+    let answer = client
         .call_value_at(service, method, &value, &options)
-        .await
-    {
+        .await;
+    super::discovery::stop(follows).await;
+    match answer {
         Ok(answer) => {
             let json = payload::to_json(&answer.value).map_err(|e| anyhow::anyhow!("{e}"))?;
             println!("{json}");

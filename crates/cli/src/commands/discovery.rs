@@ -6,11 +6,11 @@ use std::time::Duration;
 use axle::client::Client;
 use axle::discovery::config::Groups;
 use axle::discovery::follow::Follow;
-use axle::discovery::{Backend, RegistryUrl};
+use axle::discovery::{Backend, RegistryUrl, ServiceKey};
 use axle::manifest::Manifest;
 
 /// How a consumer finds providers (default: the manifest's [discovery] table).
-#[derive(clap::Args, Clone, Debug, Default)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct Args {
     /// `static` (the manifest's endpoints), `file:PATH` or `etcd://HOST:PORT[,...]`.
     #[arg(long)]
@@ -24,6 +24,9 @@ pub struct Args {
     /// A group used only while the primary group has no admissible endpoint.
     #[arg(long)]
     pub secondary_group: Option<String>,
+    /// This consumer's application, registered with it on etcd (`axle consumers`).
+    #[arg(long, default_value = "axle")]
+    pub app: String,
 }
 
 impl Args {
@@ -54,8 +57,9 @@ impl Args {
         g
     }
 
-    /// Follows `services` through `backend` into `client`; waits (bounded) for each
-    /// first listing.
+    /// Follows `services` through `backend` into `client`, registered as a consumer of
+    /// each where the registry keeps consumers (etcd); waits (bounded) for each first
+    /// listing. [`stop`] the result to deregister at once.
     pub async fn follow(
         &self,
         manifest: &Manifest,
@@ -65,15 +69,18 @@ impl Args {
     ) -> anyhow::Result<Vec<Follow>> {
         let mut follows = Vec::new();
         for service in services {
-            let f = Follow::start(
+            let groups = self.groups(manifest, service);
+            let key = ServiceKey::new(&self.namespace(manifest), service, &groups.primary)?;
+            let mut f = Follow::start(
                 Arc::new(client.clone()),
                 backend.as_ref(),
-                &self.namespace(manifest),
+                &key.namespace,
                 service,
-                self.groups(manifest, service),
+                groups,
                 manifest.discovery.warmup(),
                 Duration::from_millis(250),
             )?;
+            f.register_consumer(backend.as_ref(), &key, &self.app).await;
             if !f.synced(Duration::from_secs(3)).await {
                 tracing::warn!(
                     service,
@@ -90,4 +97,12 @@ impl Args {
 /// The backend for a consumer.
 pub fn open(url: &RegistryUrl, manifest: &Manifest) -> anyhow::Result<Arc<dyn Backend>> {
     Ok(axle::discovery::open(url, manifest.backend_options())?)
+}
+
+/// Stops following and removes the consumer registrations (a process that exits without
+/// this leaves them until their lease runs out).
+pub async fn stop(follows: Vec<Follow>) {
+    for f in follows {
+        f.stop().await;
+    }
 }

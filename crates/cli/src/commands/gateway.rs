@@ -43,7 +43,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     args.tls.apply(&mut manifest);
     let host = PluginHost::with_default_cache()?;
     let services: Vec<String> = axle_gateway::services(&manifest).into_iter().collect();
-    let (client, _follows) = client(&host, &manifest, &args.discovery, &services).await?;
+    let (client, follows) = client(&host, &manifest, &args.discovery, &services).await?;
     let limiter = ClientLimiter::from_manifest(&host, &manifest)?;
     let forwarder = Arc::new(Forwarder::gateway(client, &manifest, limiter));
     let listen = args
@@ -58,6 +58,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     listener
         .shutdown(Duration::from_millis(args.drain_ms))
         .await;
+    super::discovery::stop(follows).await;
     Ok(ExitCode::SUCCESS)
 }
 

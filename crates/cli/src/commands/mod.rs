@@ -7,6 +7,7 @@ pub mod cache;
 pub mod call;
 pub mod check;
 pub mod config;
+pub mod consumers;
 pub mod demo;
 pub mod discovery;
 pub mod docs;
