@@ -180,3 +180,74 @@ fn the_gateway_stops_on_sigterm() {
     let status = s.gateway.terminate(Duration::from_secs(10));
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }
+
+#[test]
+fn http2_with_prior_knowledge_is_served() {
+    use http_body_util::BodyExt;
+    let s = setup();
+    let rt = axle_host_tests::rt();
+    rt.block_on(async {
+        let stream = tokio::net::TcpStream::connect(&s.gateway.addr)
+            .await
+            .unwrap();
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await
+        .expect("an HTTP/2 handshake");
+        tokio::spawn(conn);
+        let request = http::Request::post(format!("http://{}/echo/say", s.gateway.addr))
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                br#"{"over": "h2"}"#,
+            )))
+            .unwrap();
+        let answer = sender.send_request(request).await.unwrap();
+        assert_eq!(answer.version(), http::Version::HTTP_2);
+        assert_eq!(answer.status(), 200);
+        let body = answer.into_body().collect().await.unwrap().to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json, serde_json::json!({"over": "h2"}));
+    });
+}
+
+#[test]
+fn the_limiter_keys_on_the_http_client_and_answers_429_with_retry_after() {
+    let provider = ServeProcess::start(&[]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = manifest(dir.path(), &provider.addr);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let tight = text.replacen("rate = 1000000\nburst = 100000", "rate = 1\nburst = 3", 1);
+    assert_ne!(
+        tight, text,
+        "the embedded limiter's defaults are in the manifest"
+    );
+    std::fs::write(&path, tight).unwrap();
+    let gateway = AxleProcess::start(&[
+        "gateway",
+        "--listen",
+        "127.0.0.1:0",
+        "--manifest",
+        path.to_str().unwrap(),
+    ]);
+    let answers: Vec<_> = (0..10)
+        .map(|_| post(&gateway.addr, "/echo/say", &[], "{}"))
+        .collect();
+    let ok = answers.iter().filter(|a| a.status == 200).count();
+    let limited: Vec<_> = answers.iter().filter(|a| a.status == 429).collect();
+    assert!(ok >= 3, "the burst passes: {answers:?}");
+    assert!(
+        limited.len() >= 3,
+        "then the client is limited: {answers:?}"
+    );
+    assert_eq!(ok + limited.len(), 10, "{answers:?}");
+    let a = limited[0];
+    assert_eq!(a.error_class(), "rate_limited");
+    let retry_after: u64 = a
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .unwrap();
+    assert!(retry_after >= 1, "{a:?}");
+}
