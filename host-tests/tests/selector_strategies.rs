@@ -86,7 +86,10 @@ fn consistent_hash_moves_only_the_keys_of_the_endpoint_that_left() {
     s.define_set(0, (0..10).collect());
     s.define_set(1, (0..10).filter(|id| *id != 6).collect());
     let keys = 1..=10_000u64;
-    let before: Vec<u32> = keys.clone().map(|k| s.select(0, k).unwrap().endpoint).collect();
+    let before: Vec<u32> = keys
+        .clone()
+        .map(|k| s.select(0, k).unwrap().endpoint)
+        .collect();
     let after: Vec<u32> = keys.map(|k| s.select(1, k).unwrap().endpoint).collect();
     let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
     let on_removed = before.iter().filter(|b| **b == 6).count();
@@ -95,7 +98,10 @@ fn consistent_hash_moves_only_the_keys_of_the_endpoint_that_left() {
         (0.07..=0.13).contains(&share),
         "{moved} of 10,000 keys moved"
     );
-    assert_eq!(moved, on_removed, "only keys that were on the removed endpoint move");
+    assert_eq!(
+        moved, on_removed,
+        "only keys that were on the removed endpoint move"
+    );
     // The same key, the same endpoint, call after call.
     assert!((0..100).all(|_| s.select(0, 77).unwrap().endpoint == before[76]));
     assert_eq!(p.stats.snapshot().faults(), 0);
@@ -137,10 +143,13 @@ fn the_default_selector_follows_configured_weights_and_warm_up() {
     let mut m = axle::manifest::Manifest::embedded().unwrap();
     m.endpoints.clear();
     assert_eq!(m.slots.selector.as_deref(), Some("smooth-weighted"));
-    let endpoints = servers.iter().zip([100u32, 100, 600]).map(|(s, w)| EndpointSpec {
-        weight: w,
-        ..EndpointSpec::new(&s.addr)
-    });
+    let endpoints = servers
+        .iter()
+        .zip([100u32, 100, 600])
+        .map(|(s, w)| EndpointSpec {
+            weight: w,
+            ..EndpointSpec::new(&s.addr)
+        });
     let client = Client::new(
         &t.host,
         axle::client::ClientConfig::new(m).endpoints("flaky", endpoints),
@@ -158,7 +167,11 @@ fn the_default_selector_follows_configured_weights_and_warm_up() {
             }
         });
         let after: Vec<u64> = servers.iter().map(|s| calls_at(&client, s)).collect();
-        after.iter().zip(before).map(|(a, b)| a - b).collect::<Vec<u64>>()
+        after
+            .iter()
+            .zip(before)
+            .map(|(a, b)| a - b)
+            .collect::<Vec<u64>>()
     };
     // 100/100/600: the default selector gives 12.5/12.5/75 %, exactly per period of 8.
     assert_eq!(calls(800), [100, 100, 600]);
