@@ -32,9 +32,12 @@ pub mod defaults;
 pub mod etcd;
 #[cfg(feature = "etcd")]
 mod etcd_consumers;
+#[cfg(feature = "etcd")]
+mod etcd_rules;
 pub mod file;
 pub mod follow;
 pub mod revisions;
+pub mod rules;
 pub mod static_list;
 
 use std::collections::BTreeMap;

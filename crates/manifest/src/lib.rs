@@ -15,6 +15,7 @@ mod endpoints;
 mod gateway;
 pub mod layers;
 pub mod locate;
+pub mod rules;
 mod plugins;
 mod raw;
 pub mod schema;
