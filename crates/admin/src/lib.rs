@@ -5,7 +5,8 @@
 //!
 //! An [`Admin`] holds what it exposes — named [`Client`]s and [`Server`]s — and a table of
 //! methods. Built in: `stats` (both views, [`StatsReport`]), `plugins` (every plugin's
-//! counters) and `methods` (the table's names). Adding one is one function and one line:
+//! counters), `events` (recent health, breaker and quarantine changes, `events.rs`) and
+//! `methods` (the table's names). Adding one is one function and one line:
 //!
 //! ```ignore
 //! async fn swap(targets: Arc<Targets>, body: serde_json::Value) -> Result<Value, Status> {
@@ -15,11 +16,13 @@
 //! let admin = Admin::new().client("demo", client).method("swap", swap);
 //! ```
 //!
-//! Over HTTP the same functions answer `GET /stats`, `GET /plugins` and `POST /swap`.
+//! Over HTTP the same functions answer `GET /stats`, `GET /plugins`, `GET /events` and
+//! `POST /swap`; `GET /` is a live dashboard drawn from them (`http/dashboard.rs`).
 
 mod address;
 mod client;
 mod error;
+pub mod events;
 pub mod http;
 mod listener;
 mod method;
@@ -27,6 +30,7 @@ mod plugins;
 mod stats;
 mod swap;
 mod targets;
+mod watch;
 
 pub use address::{resolve, Exposure};
 pub use client::request;
@@ -76,6 +80,7 @@ impl Admin {
         }
         .method("stats", stats)
         .method("plugins", plugins::plugins)
+        .method("events", events::events)
     }
 
     /// The bearer token `POST /swap` must carry (none: HTTP swaps are refused; the frame
@@ -139,6 +144,7 @@ impl Admin {
         let local = listener.local_addr().map_err(bind_error)?;
         let names = Value::from(self.method_names());
         let targets = Arc::new(self.targets);
+        let watchers = watch::start(&targets);
         let mut builder = ServerBuilder::new().method(
             SERVICE,
             "methods",
@@ -166,6 +172,7 @@ impl Admin {
             accept,
             ready,
             local,
+            _watchers: watchers,
         })
     }
 }
@@ -179,6 +186,8 @@ pub struct AdminServer {
     accept: tokio::task::JoinHandle<()>,
     ready: Arc<AtomicBool>,
     local: SocketAddr,
+    /// Fill the event ring; stopped when this is dropped.
+    _watchers: watch::Watchers,
 }
 
 impl AdminServer {

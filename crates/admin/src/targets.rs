@@ -13,6 +13,8 @@ pub struct Targets {
     pub servers: BTreeMap<String, ServerObserver>,
     /// Swaps this kernel's plugins (the `swap` method); none: swapping is not offered.
     pub swapper: Option<std::sync::Arc<axle_swap::Swapper>>,
+    /// Recent health, breaker and quarantine events (the `events` method).
+    pub events: std::sync::Arc<crate::events::EventLog>,
 }
 
 impl Targets {

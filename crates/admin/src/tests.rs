@@ -92,7 +92,10 @@ async fn stats_counts_what_the_server_answered() {
     let names = request(&admin_addr, "methods", &Value::Null, WAIT)
         .await
         .unwrap();
-    assert_eq!(names, json!(["methods", "plugins", "stats", "twice"]));
+    assert_eq!(
+        names,
+        json!(["events", "methods", "plugins", "stats", "twice"])
+    );
     match request(&admin_addr, "swap", &Value::Null, WAIT).await {
         Err(AdminError::Remote { class, .. }) => assert_eq!(class, ErrorClass::NotFound),
         other => panic!("{other:?}"),

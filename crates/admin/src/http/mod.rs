@@ -7,11 +7,14 @@
 //! |---|---|
 //! | `GET /metrics` | Prometheus text (`metrics.rs`) |
 //! | `GET /stats` | the `stats` method's JSON, as `axle stats --json` prints it |
+//! | `GET /` | the live dashboard (`dashboard.rs`; its script and style beside it) |
 //! | `GET /plugins` | the `plugins` method's JSON |
+//! | `GET /events?since=N` | the `events` method's JSON: recent health, breaker, quarantine changes |
 //! | `GET /healthz` | 200 while the process serves |
 //! | `GET /readyz` | 200 when the kernel says it is ready and no server is stopping, else 503 |
 //! | `POST /swap` | the `swap` method (JSON body), with `Authorization: Bearer TOKEN` |
 
+pub mod dashboard;
 pub mod exposition;
 pub mod metrics;
 pub mod token;
@@ -38,8 +41,8 @@ const MAX_BODY: usize = 64 * 1024;
 /// How long a client may take to send its request's headers.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-const ROUTES: &str =
-    "GET /metrics, GET /stats, GET /plugins, GET /healthz, GET /readyz, POST /swap";
+const ROUTES: &str = "GET /, GET /metrics, GET /stats, GET /plugins, GET /events?since=N, \
+                      GET /healthz, GET /readyz, POST /swap";
 
 /// What the HTTP routes act on.
 pub struct HttpAdmin {
@@ -84,8 +87,17 @@ async fn route(admin: &HttpAdmin, req: Request<Incoming>) -> Answer {
         }
         (&Method::GET, "/stats") => call(admin, "stats", Value::Null).await,
         (&Method::GET, "/plugins") => call(admin, "plugins", Value::Null).await,
+        (&Method::GET, "/events") => match since(req.uri().query()) {
+            Ok(since) => call(admin, "events", serde_json::json!({ "since": since })).await,
+            Err(message) => error(StatusCode::BAD_REQUEST, "bad_request", &message),
+        },
+        (&Method::GET, path) if dashboard::asset(path).is_some() => dashboard::serve(
+            path,
+            admin.token.is_some() && admin.methods.contains_key("swap"),
+        ),
         (&Method::POST, "/swap") => swap(admin, req).await,
-        (_, "/healthz" | "/readyz" | "/metrics" | "/stats" | "/plugins" | "/swap") => {
+        (_, "/healthz" | "/readyz" | "/metrics" | "/stats" | "/plugins" | "/events" | "/swap")
+        | (_, "/" | "/dashboard.js" | "/dashboard.css") => {
             let allow = if path == "/swap" { "POST" } else { "GET" };
             let mut r = error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -101,6 +113,20 @@ async fn route(admin: &HttpAdmin, req: Request<Incoming>) -> Answer {
             "not_found",
             &format!("no route {path}; the routes: {ROUTES}"),
         ),
+    }
+}
+
+/// The `since` of `/events?since=N` (absent: 0, every event kept).
+fn since(query: Option<&str>) -> Result<u64, String> {
+    let value = query
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("since="));
+    match value {
+        None => Ok(0),
+        Some(v) => v
+            .parse()
+            .map_err(|_| format!("since={v}: expected a whole number ≥ 0")),
     }
 }
 

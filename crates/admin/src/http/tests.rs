@@ -66,6 +66,18 @@ async fn http_and_frames_share_the_port() {
         "{body}"
     );
 
+    // The dashboard and its assets; the events it reads.
+    let (status, page) = http(&addr, "GET / HTTP/1.1", "").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<script src=\"dashboard.js\">"), "{page}");
+    assert!(
+        page.contains("data-swap=\"off\""),
+        "a token but no swapper: no swap control"
+    );
+    assert_eq!(http(&addr, "GET /dashboard.js HTTP/1.1", "").await.0, 200);
+    assert_eq!(http(&addr, "POST / HTTP/1.1", "").await.0, 405);
+    events_route_answers_the_ring(&addr).await;
+
     // Wrong routes, wrong methods, no token, a wrong one; a token but no swapper.
     let (status, body) = http(&addr, "GET /nope HTTP/1.1", "").await;
     assert_eq!(status, 404);
@@ -92,6 +104,24 @@ async fn http_and_frames_share_the_port() {
 
     admin.shutdown(Duration::from_millis(50)).await;
     server.shutdown(Duration::from_millis(50)).await;
+}
+
+/// `/events` answers the ring's page; a bad `since` is a 400 naming it.
+async fn events_route_answers_the_ring(addr: &str) {
+    let (status, body) = http(addr, "GET /events HTTP/1.1", "").await;
+    assert_eq!(status, 200, "{body}");
+    let page: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(page["next"], 0, "{page}");
+    assert_eq!(page["events"], serde_json::json!([]));
+    let (status, body) = http(addr, "GET /events?since=7 HTTP/1.1", "").await;
+    assert_eq!(
+        (status, body.contains("\"missed\": 0")),
+        (200, true),
+        "{body}"
+    );
+    let (status, body) = http(addr, "GET /events?since=-1 HTTP/1.1", "").await;
+    assert_eq!(status, 400);
+    assert!(body.contains("since=-1"), "{body}");
 }
 
 #[tokio::test]
