@@ -6,6 +6,9 @@
 //! ```text
 //! encode      stages/encode.rs    once per call, before any attempt (typed calls only;
 //!                                 raw bytes skip it): every attempt sends the same bytes
+//! cache       stages/cache.rs     an idempotent method's answer kept `cache-ttl-ms`:
+//!                                 the same request (method, content type, bytes) is
+//!                                 answered from it, nothing below runs (opt-in)
 //! deadline    here                one budget for the whole call, shared by every attempt;
 //!                                 it runs from before encoding, so plugin and connect time
 //!                                 count against it
@@ -64,6 +67,13 @@ impl Client {
         let svc = self.state.service(service)?;
         let policy = svc.policy(method);
         let g = &policy.governance;
+        if let Some(cache) = &policy.cache {
+            let hit = cache.get(method, content_type, &body);
+            policy.counters.cache(hit.is_some());
+            if let Some(reply) = hit {
+                return Ok(reply);
+            }
+        }
         let deadline = started + options.timeout.unwrap_or(g.timeout());
         let trace = crate::trace::for_call(options.trace);
         let span = crate::trace::call_span(service, method, &trace);
@@ -97,6 +107,9 @@ impl Client {
         policy
             .counters
             .ended(&result, started.elapsed().as_nanos() as u64);
+        if let (Some(cache), Ok(reply)) = (&policy.cache, &result) {
+            cache.put(method, content_type, &body, reply);
+        }
         match (result, &g.fallback) {
             (Err(e), Some(fallback)) if options.fallback && stages::fallback::applies(&e) => {
                 tracing::debug!(service, method, "answering with the fallback: {e}");
@@ -178,6 +191,14 @@ impl Client {
                 Next::Retry | Next::Again => counters.retried(),
                 _ => counters.failed_over(),
             }
+            tracing::debug!(
+                service = %call.svc.name,
+                method = call.method,
+                attempt = call.attempts.load(std::sync::atomic::Ordering::Relaxed) + 1,
+                reason = %err,
+                "{}",
+                if next == Next::Failover { "failing over" } else { "retrying" },
+            );
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
@@ -282,6 +303,13 @@ impl Client {
             Err(_) => return first.await,
         };
         call.policy.counters.hedged();
+        tracing::debug!(
+            service = %call.svc.name,
+            method = call.method,
+            attempt = call.attempts.load(std::sync::atomic::Ordering::Relaxed) + 1,
+            reason = "no answer within hedge-delay-ms",
+            "hedging",
+        );
         tokio::pin!(backup);
         tokio::select! {
             r = &mut first => match r {

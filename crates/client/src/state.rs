@@ -19,6 +19,7 @@ use arc_swap::ArcSwap;
 
 use crate::health::rotation::{self, Cap};
 use crate::health::{EndpointHealth, HealthChange, HealthEvent};
+use crate::stages::count::CallCounters;
 use axle_facts::{EndpointCell, FactsTable};
 use axle_governance::breaker::{Breaker, BreakerConfig};
 use axle_governance::budget::RetryBudget;
@@ -134,7 +135,10 @@ pub struct MethodPolicy {
     /// every policy, so never older than its selector.
     pub memo: ArcSwap<Vec<RouteMemo>>,
     /// What its calls came to (kept across swaps: a swap is no reason to lose counts).
-    pub counters: Arc<crate::stages::count::CallCounters>,
+    pub counters: Arc<CallCounters>,
+    /// Answers kept for `cache-ttl-ms` (none: the method does not cache; new with every
+    /// policy, so a swap never answers from a cache the new settings did not make).
+    pub cache: Option<crate::stages::cache::Cache>,
 }
 
 /// One service's policies: one per declared method, one shared by every other name.
@@ -198,13 +202,16 @@ impl MethodPolicy {
             .get(&governance.selector)
             .cloned()
             .unwrap_or_else(|| slots.selector.clone());
+        let counters: Arc<CallCounters> = previous.map(|p| p.counters.clone()).unwrap_or_default();
+        counters.monitor(governance.monitor);
         MethodPolicy {
             method: method.into(),
+            cache: crate::stages::cache::Cache::of(&governance),
             governance,
             breaker,
             selector,
             memo: ArcSwap::from_pointee(Vec::new()),
-            counters: previous.map(|p| p.counters.clone()).unwrap_or_default(),
+            counters,
         }
     }
 }

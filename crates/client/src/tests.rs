@@ -11,6 +11,8 @@ use futures::{SinkExt, StreamExt};
 use tokio::net::TcpListener;
 
 use crate::{CallError, CallOptions, Client, ClientConfig};
+
+mod cache_monitor;
 use axle_manifest::{EndpointSpec, Manifest};
 use axle_plugin_host::PluginHost;
 use axle_wire::{ErrorClass, Frame, FrameCodec, Kind, Limits};

@@ -192,6 +192,16 @@ governance! {
     dedup_max_entries: u32 = 10_000, "dedup-max-entries", check |v| within(*v, 1, 10_000_000);
     /// Provider: most answer bytes the deduplication table holds per method.
     dedup_max_bytes: u64 = 64 << 20, "dedup-max-bytes", check |v| within(*v, 1024, 1 << 40);
+    /// Count every call (the caller's per-method counters, the provider's per-method
+    /// stats); `false` stops that counting, while health and breakers keep working
+    /// (global tier).
+    monitor: bool = true, "monitor", check |_| Ok(());
+    /// Caller: keep a successful answer this long and answer the same request (method,
+    /// content type, encoded bytes) from memory (ms; 0 = off). Method tier, idempotent
+    /// methods only: a cached answer means the handler does not run.
+    cache_ttl_ms: u64 = 0, "cache-ttl-ms", check |v| within(*v, 0, 86_400_000);
+    /// Caller: most answers the method's cache holds (the oldest goes first).
+    cache_max_entries: u32 = 1000, "cache-max-entries", check |v| within(*v, 1, 1_000_000);
     /// Circuit breaking on or off.
     breaker: bool = true, "breaker", check |_| Ok(());
     /// Consecutive failures that open the breaker.

@@ -129,6 +129,40 @@ fn read_raw(table: &toml::Table) -> Result<RawManifest, (Vec<Seg>, String)> {
     })
 }
 
+/// Result caching is chosen per method: a cached answer skips the handler, which only an
+/// idempotent method may allow, and that is a method's property, not a service's.
+fn cache_per_method(prefix: &str, layer: &axle_governance::TierSettings) -> Result<(), KeyError> {
+    let key = match (layer.cache_ttl_ms, layer.cache_max_entries) {
+        (Some(_), _) => "cache-ttl-ms",
+        (None, Some(_)) => "cache-max-entries",
+        (None, None) => return Ok(()),
+    };
+    Err((
+        format!("{prefix}{key}"),
+        "result caching is set per method ([services.<s>.methods.<m>])".to_string(),
+    ))
+}
+
+/// A method that caches its answers must be idempotent (the tiers most general first).
+fn cache_needs_idempotent(
+    prefix: &str,
+    tiers: &[&axle_governance::TierSettings],
+) -> Result<(), KeyError> {
+    let cached = tiers.iter().rev().find_map(|t| t.cache_ttl_ms).unwrap_or(0) > 0;
+    let idempotent = tiers
+        .iter()
+        .rev()
+        .find_map(|t| t.idempotent)
+        .unwrap_or(false);
+    match cached && !idempotent {
+        true => Err((
+            format!("{prefix}cache-ttl-ms"),
+            "only an idempotent method may cache its answers (set idempotent = true)".to_string(),
+        )),
+        false => Ok(()),
+    }
+}
+
 /// Validates the raw tables into a manifest (`file` is filled in by the caller).
 fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
     let check_layer = |prefix: &str, layer: &axle_governance::TierSettings| {
@@ -137,13 +171,17 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
             .map_err(|(key, reason)| (format!("{prefix}{key}"), reason))
     };
     check_layer("governance.", &raw.governance)?;
+    cache_per_method("governance.", &raw.governance)?;
     let mut service_governance = BTreeMap::new();
     let mut method_governance = BTreeMap::new();
     for (name, svc) in &raw.services {
         check_layer(&format!("services.{name}.governance."), &svc.governance)?;
+        cache_per_method(&format!("services.{name}.governance."), &svc.governance)?;
         service_governance.insert(name.clone(), svc.governance.clone());
         for (method, layer) in &svc.methods {
             check_layer(&format!("services.{name}.methods.{method}."), layer)?;
+            let tiers = [&raw.governance, &svc.governance, layer];
+            cache_needs_idempotent(&format!("services.{name}.methods.{method}."), &tiers)?;
             method_governance.insert((name.clone(), method.clone()), layer.clone());
         }
     }

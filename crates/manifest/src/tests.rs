@@ -120,3 +120,35 @@ fn discovery_config_validates_with_keys() {
         assert!(e.key.starts_with(key), "{text}: {e}");
     }
 }
+
+#[test]
+fn result_caching_is_per_method_and_needs_an_idempotent_method() {
+    let ok = "[services.kv.methods.get]\nidempotent = true\ncache-ttl-ms = 500\n";
+    let m = parse(ok).unwrap();
+    assert_eq!(m.governance("kv", "get").cache_ttl_ms, 500);
+    let inherited = "[services.kv.governance]\nidempotent = true\n\
+                     [services.kv.methods.get]\ncache-ttl-ms = 500\n";
+    parse(inherited).unwrap();
+    for (text, key) in [
+        (
+            "[services.kv.methods.put]\ncache-ttl-ms = 500\n",
+            "services.kv.methods.put.cache-ttl-ms",
+        ),
+        (
+            "[governance]\nidempotent = true\n[services.kv.methods.get]\ncache-ttl-ms = 1\n\
+             idempotent = false\n",
+            "services.kv.methods.get.cache-ttl-ms",
+        ),
+        (
+            "[governance]\ncache-ttl-ms = 500\nidempotent = true\n",
+            "governance.cache-ttl-ms",
+        ),
+        (
+            "[services.kv.governance]\ncache-max-entries = 5\n",
+            "services.kv.governance.cache-max-entries",
+        ),
+    ] {
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.key, key, "{text}: {e}");
+    }
+}

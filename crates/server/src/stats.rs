@@ -15,6 +15,8 @@ use axle_wire::ErrorClass;
 /// One method's counters.
 #[derive(Default)]
 pub struct MethodStats {
+    /// `monitor = false`: nothing is counted (fixed when the server is built).
+    off: bool,
     requests: AtomicU64,
     handled: AtomicU64,
     ok: AtomicU64,
@@ -26,13 +28,27 @@ pub struct MethodStats {
 }
 
 impl MethodStats {
+    /// Counters that count (`monitor`) or stay at zero.
+    pub fn new(monitor: bool) -> Self {
+        MethodStats {
+            off: !monitor,
+            ..MethodStats::default()
+        }
+    }
+
     /// A request for this method arrived (before any refusal).
     pub fn received(&self) {
+        if self.off {
+            return;
+        }
         self.requests.fetch_add(1, Relaxed);
     }
 
     /// The handler ran (to its end or to the deadline) for `ns`.
     pub fn handled(&self, ns: u64) {
+        if self.off {
+            return;
+        }
         self.handled.fetch_add(1, Relaxed);
         self.latency.record(ns);
     }
@@ -40,6 +56,9 @@ impl MethodStats {
     /// The limiter admitted the request (`true`) or rejected it (only counted when there
     /// is a limiter).
     pub fn limited(&self, admitted: bool) {
+        if self.off {
+            return;
+        }
         let counter = if admitted {
             &self.limiter_admitted
         } else {
@@ -50,6 +69,9 @@ impl MethodStats {
 
     /// The request was answered: success, or the error class of the answer.
     pub fn answered(&self, error: Option<ErrorClass>) {
+        if self.off {
+            return;
+        }
         match error {
             None => self.ok.fetch_add(1, Relaxed),
             Some(class) => self.errors[class as usize - 1].fetch_add(1, Relaxed),
@@ -195,6 +217,21 @@ mod tests {
         for (i, class) in ErrorClass::ALL.into_iter().enumerate() {
             assert_eq!(v.errors[class.as_str()], i as u64 + 1, "{class}");
         }
+    }
+
+    #[test]
+    fn monitor_off_counts_nothing() {
+        let s = MethodStats::new(false);
+        s.received();
+        s.limited(true);
+        s.handled(42);
+        s.answered(Some(ErrorClass::Business));
+        s.answered(None);
+        let v = s.view("kv", "get", 0, 0);
+        assert_eq!((v.requests, v.handled, v.ok, v.error_count()), (0, 0, 0, 0));
+        let on = MethodStats::new(true);
+        on.received();
+        assert_eq!(on.view("kv", "get", 0, 0).requests, 1);
     }
 
     #[test]

@@ -90,6 +90,8 @@ fn policy(e: &mut Exposition, client: &str, service: &str, p: &PolicyView) {
     let refused = n.retry_budget_refused as f64;
     e.sample("axle_client_retry_budget_refused_total", &l, refused);
     e.sample("axle_client_fallbacks_total", &l, n.fallbacks as f64);
+    e.sample("axle_client_cache_hits_total", &l, n.cache_hits as f64);
+    e.sample("axle_client_cache_misses_total", &l, n.cache_misses as f64);
     for state in BREAKER_STATES {
         let l = [l[0], l[1], l[2], ("state", state)];
         let on = f64::from(u8::from(p.breaker == state));
@@ -164,7 +166,7 @@ fn plugin(e: &mut Exposition, side: &str, owner: &str, p: &PluginCounters) {
 /// Every family, with its type and help (`docs/observability.md` says the same).
 fn declare(e: &mut Exposition) {
     use Kind::{Counter, Gauge, Histogram};
-    let families: [(&'static str, Kind, &str); 37] = [
+    let families: [(&'static str, Kind, &str); 39] = [
         ("axle_client_calls_total", Counter, "Calls made by a client, per service and method policy (a declared method, or * for the rest)."),
         ("axle_client_ok_total", Counter, "Calls that succeeded."),
         ("axle_client_errors_total", Counter, "Calls that failed, by error class (before any fallback)."),
@@ -174,6 +176,8 @@ fn declare(e: &mut Exposition) {
         ("axle_client_hedges_total", Counter, "Backup requests sent (hedging)."),
         ("axle_client_retry_budget_refused_total", Counter, "Retries, failovers and hedges not sent: the retry budget was spent."),
         ("axle_client_fallbacks_total", Counter, "Failed calls the method's fallback answered."),
+        ("axle_client_cache_hits_total", Counter, "Calls the method's result cache answered (nothing sent)."),
+        ("axle_client_cache_misses_total", Counter, "Calls of a caching method its cache could not answer."),
         ("axle_client_breaker_state", Gauge, "The method breaker's state: 1 for the current one."),
         ("axle_client_breaker_opened_total", Counter, "Times the method breaker opened."),
         ("axle_client_endpoint_calls_total", Counter, "Attempts sent to an endpoint."),

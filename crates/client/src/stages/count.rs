@@ -5,7 +5,7 @@
 //! swaps; relaxed atomics and the project's one histogram, so counting costs a few adds.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use axle_core::latency::{Exported, Latency};
 use axle_transport::TransportError;
@@ -49,6 +49,9 @@ fn class_index(err: &CallError) -> usize {
 /// One method policy's counters.
 #[derive(Default)]
 pub struct CallCounters {
+    /// `monitor = false`: nothing is counted (set when the policy is resolved; one load
+    /// and one branch per count).
+    off: AtomicBool,
     calls: AtomicU64,
     ok: AtomicU64,
     errors: [AtomicU64; CLASSES.len()],
@@ -57,6 +60,8 @@ pub struct CallCounters {
     hedges: AtomicU64,
     budget_refused: AtomicU64,
     fallbacks: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_misses: AtomicU64,
     latency: Latency,
 }
 
@@ -79,13 +84,36 @@ pub struct CallCounts {
     pub retry_budget_refused: u64,
     /// Failed calls the method's fallback answered.
     pub fallbacks: u64,
+    /// Calls answered from the method's result cache (not counted as calls: nothing was
+    /// sent).
+    #[serde(default)]
+    pub cache_hits: u64,
+    /// Calls the method's result cache could not answer (then sent as usual).
+    #[serde(default)]
+    pub cache_misses: u64,
     /// Call latency, all attempts included.
     pub latency_histogram: Exported,
 }
 
 impl CallCounters {
+    /// Counting on (`monitor = true`, the default) or off; kept across swaps like the
+    /// counts, so the latest policy decides.
+    pub fn monitor(&self, on: bool) {
+        self.off.store(!on, Relaxed);
+    }
+
+    /// Adds one to `counter` unless monitoring is off.
+    fn add(&self, counter: &AtomicU64) {
+        if !self.off.load(Relaxed) {
+            counter.fetch_add(1, Relaxed);
+        }
+    }
+
     /// A call ended (before its fallback) after `ns`.
     pub fn ended<T>(&self, result: &Result<T, CallError>, ns: u64) {
+        if self.off.load(Relaxed) {
+            return;
+        }
         self.calls.fetch_add(1, Relaxed);
         self.latency.record(ns);
         match result {
@@ -95,23 +123,32 @@ impl CallCounters {
     }
 
     pub fn retried(&self) {
-        self.retries.fetch_add(1, Relaxed);
+        self.add(&self.retries);
     }
 
     pub fn failed_over(&self) {
-        self.failovers.fetch_add(1, Relaxed);
+        self.add(&self.failovers);
     }
 
     pub fn hedged(&self) {
-        self.hedges.fetch_add(1, Relaxed);
+        self.add(&self.hedges);
     }
 
     pub fn budget_refused(&self) {
-        self.budget_refused.fetch_add(1, Relaxed);
+        self.add(&self.budget_refused);
     }
 
     pub fn fell_back(&self) {
-        self.fallbacks.fetch_add(1, Relaxed);
+        self.add(&self.fallbacks);
+    }
+
+    /// The result cache answered (`true`) or did not.
+    pub fn cache(&self, hit: bool) {
+        self.add(if hit {
+            &self.cache_hits
+        } else {
+            &self.cache_misses
+        });
     }
 
     /// The counters now.
@@ -130,6 +167,8 @@ impl CallCounters {
             hedges: self.hedges.load(Relaxed),
             retry_budget_refused: self.budget_refused.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
+            cache_hits: self.cache_hits.load(Relaxed),
+            cache_misses: self.cache_misses.load(Relaxed),
             latency_histogram: self.latency.exported(),
         }
     }
@@ -183,5 +222,25 @@ mod tests {
         assert_eq!(n.retry_budget_refused, 1);
         assert_eq!(n.latency_histogram.count, 2);
         assert_eq!(n.latency_histogram.sum_ns, 4_000);
+    }
+
+    #[test]
+    fn monitor_off_counts_nothing() {
+        let c = CallCounters::default();
+        c.monitor(false);
+        c.ended::<()>(&Ok(()), 1_000);
+        c.retried();
+        c.failed_over();
+        c.hedged();
+        c.budget_refused();
+        c.fell_back();
+        c.cache(true);
+        assert_eq!(c.counts(), CallCounts::default());
+        c.monitor(true);
+        c.cache(true);
+        c.cache(false);
+        c.ended::<()>(&Ok(()), 1_000);
+        let n = c.counts();
+        assert_eq!((n.calls, n.cache_hits, n.cache_misses), (1, 1, 1));
     }
 }

@@ -1,5 +1,6 @@
 //! The client pipeline's stages, in the order a call meets them.
 
+pub mod cache;
 pub mod count;
 pub mod encode;
 pub mod fallback;

@@ -54,7 +54,7 @@ impl MethodGuard {
             cancel_on_disconnect: governance.cancel_on_disconnect
                 && governance.dedup_ttl_ms == 0,
             dedup: super::dedup::Dedup::of(governance),
-            stats: MethodStats::default(),
+            stats: MethodStats::new(governance.monitor),
         }
     }
 }
