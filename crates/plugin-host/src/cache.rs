@@ -136,6 +136,17 @@ impl ArtifactCache {
 
     /// Compiles `bytes`, or loads the cached artifact.
     pub fn load(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Loaded> {
+        self.load_or_compile(engine, bytes, || {})
+    }
+
+    /// As [`ArtifactCache::load`], calling `compiling` first when the cache has no
+    /// artifact for `bytes` and they are compiled now (the slow case a caller may show).
+    pub fn load_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        compiling: impl FnOnce(),
+    ) -> wasmtime::Result<Loaded> {
         let started = Instant::now();
         if let Some(dir) = &self.dir {
             let path = self.path_for(dir, bytes);
@@ -159,6 +170,7 @@ impl ArtifactCache {
                 }
             }
         }
+        compiling();
         let component = Component::new(engine, bytes)?;
         let elapsed = started.elapsed();
         let mut artifact_bytes = None;

@@ -10,6 +10,7 @@
 
 mod bindings;
 pub mod cache;
+pub mod compile_hook;
 pub mod config;
 mod convert;
 pub mod defaults;
@@ -37,6 +38,7 @@ use wasmtime::Engine;
 
 use axle_facts::FactsTable;
 use cache::{ArtifactCache, Compiled};
+pub use compile_hook::{CompileEvent, CompileHook};
 use host_state::HostState;
 use kinds::floor::FloorKind;
 use kinds::health_scorer::{HealthScorerKind, HealthScorerPlugin};
@@ -106,6 +108,8 @@ pub struct PluginHost {
     linker: Linker<HostState>,
     cache: ArtifactCache,
     facts: Arc<FactsTable>,
+    /// Told when a plugin must be compiled (a cache miss) and when that is done.
+    compile_hook: Option<CompileHook>,
 }
 
 impl PluginHost {
@@ -128,7 +132,15 @@ impl PluginHost {
             linker,
             cache,
             facts: FactsTable::new(),
+            compile_hook: None,
         })
+    }
+
+    /// Calls `hook` before and after each compile the cache cannot spare (a front end
+    /// shows progress with it; loads from the cache say nothing).
+    pub fn on_compile(mut self, hook: CompileHook) -> Self {
+        self.compile_hook = Some(hook);
+        self
     }
 
     /// A host using the default cache directory.
@@ -267,10 +279,22 @@ impl PluginHost {
                     .into(),
             ));
         }
-        let loaded = self
-            .cache
-            .load(&self.engine, &bytes)
-            .map_err(|e| fail(format!("does not compile: {e:#}")))?;
+        let hook = self.compile_hook.as_deref();
+        let compiling = std::cell::Cell::new(None);
+        let loaded = self.cache.load_or_compile(&self.engine, &bytes, || {
+            if let Some(hook) = hook {
+                compiling.set(Some(Instant::now()));
+                hook(CompileEvent::Started { plugin: &spec.name });
+            }
+        });
+        if let (Some(hook), Some(started)) = (hook, compiling.get()) {
+            hook(CompileEvent::Finished {
+                plugin: &spec.name,
+                ok: loaded.is_ok(),
+                elapsed: started.elapsed(),
+            });
+        }
+        let loaded = loaded.map_err(|e| fail(format!("does not compile: {e:#}")))?;
         let pre = self
             .linker
             .instantiate_pre(&loaded.component)

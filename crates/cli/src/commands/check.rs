@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use axle::manifest::Manifest;
-use axle::plugin::{selfcheck, PluginHost};
+use axle::plugin::selfcheck;
 
 pub fn run(manifest: Option<&Path>) -> anyhow::Result<ExitCode> {
     let manifest_path = manifest;
@@ -21,7 +21,7 @@ pub fn run(manifest: Option<&Path>) -> anyhow::Result<ExitCode> {
             println!("{} declares no plugins of its own", path.display());
         }
     }
-    let host = PluginHost::with_default_cache()?;
+    let host = crate::progress::plugin_host()?;
     println!("manifest: {}", manifest.file);
     println!(
         "{:<18} {:<14} {:>10} {:>22} {:>12}  status",

@@ -14,7 +14,6 @@ use axle::client::{CallOptions, Client, ClientConfig};
 use axle::core::latency::Latency;
 use axle::discovery::{Provider, RegistryUrl, ServiceKey};
 use axle::manifest::{EndpointSpec, Manifest};
-use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
 use axle::services::{self, flaky::FlakyConfig};
 
@@ -89,7 +88,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     // The demo's providers are its own three; the manifest's endpoints are not dialled.
     manifest.endpoints.clear();
-    let host = Arc::new(PluginHost::with_default_cache()?);
+    let host = Arc::new(crate::progress::plugin_host()?);
     let mut servers = Vec::new();
     for flaky in providers() {
         let builder = ServerBuilder::new().with_manifest(&host, &manifest)?;

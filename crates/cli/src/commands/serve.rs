@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use axle::discovery::{Provider, RegistryUrl, ServiceKey};
 use axle::manifest::Manifest;
-use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
 use axle::services::{self, flaky::FlakyConfig};
 
@@ -162,7 +161,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
-    let host = std::sync::Arc::new(PluginHost::with_default_cache()?);
+    let host = std::sync::Arc::new(crate::progress::plugin_host()?);
     let mut builder = ServerBuilder::new().with_manifest(&host, &manifest)?;
     if args.ready_delay_ms > 0 {
         let delay = Duration::from_millis(args.ready_delay_ms);
