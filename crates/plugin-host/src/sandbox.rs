@@ -282,6 +282,8 @@ impl<K: Kind> Instance<K> {
     ) -> Result<R, Fault> {
         let p = &self.prepared;
         p.stats.call();
+        // At debug level only: otherwise one level check, nothing evaluated or stored.
+        let _span = tracing::debug_span!("plugin", plugin = %p.name, call = what).entered();
         let Some(live) = self.live.as_mut() else {
             let fault = Fault::Unavailable("no live instance".into());
             self.fault(what, &fault);
