@@ -1,8 +1,9 @@
 //! The admin dashboard (`GET /`) in a real headless browser (issue 16): three `axle
 //! serve` providers register in a private etcd, `axle demo --registry` finds them (beside
 //! its own three) and calls them, and chromium shows the demo's admin page. The page
-//! must list the providers' endpoints, show their calls growing as it polls, and turn a
-//! killed provider's row dead, with the health event listed.
+//! must list the providers' endpoints, show their calls growing as it polls, turn a
+//! killed provider's row dead with the health event listed, and swap a plugin through
+//! its form with the admin token typed in (refusing a wrong one).
 //!
 //! Skipped (saying so) without etcd or without chromium and chromedriver, unless `CI` is
 //! set: then it fails.
@@ -20,6 +21,9 @@ use serde_json::Value;
 /// How long a state may take to show (plugins compile, the page polls once a second).
 const WAIT: Duration = Duration::from_secs(45);
 
+/// The demo's admin token.
+const TOKEN: &str = "dashboard-test-token";
+
 /// The page's endpoint rows: address → (state, calls).
 fn rows(browser: &Browser) -> BTreeMap<String, (String, u64)> {
     let v = browser.execute(
@@ -34,6 +38,27 @@ fn rows(browser: &Browser) -> BTreeMap<String, (String, u64)> {
             (address, (state, r[2].as_u64().unwrap_or(0)))
         })
         .collect()
+}
+
+/// Fills the swap form as a person would and submits it; what the page then shows.
+fn swap(browser: &Browser, slot: &str, plugin: &str, token: &str) -> String {
+    let script = format!(
+        "const f = document.getElementById('swap-form'); \
+         f.slot.value = {slot:?}; f.plugin.value = {plugin:?}; f.token.value = {token:?}; \
+         document.getElementById('swap-result').textContent = ''; \
+         f.requestSubmit(); return true;"
+    );
+    browser.execute(&script);
+    let result = || {
+        let v = browser.execute("return document.getElementById('swap-result').textContent;");
+        v.as_str().unwrap_or_default().to_string()
+    };
+    let done = wait_until(WAIT, || {
+        let r = result();
+        !r.is_empty() && r != "swapping…"
+    });
+    assert!(done.is_some(), "the swap's answer shows: {:?}", result());
+    result()
 }
 
 /// The text of the page's event list.
@@ -58,7 +83,8 @@ fn the_dashboard_shows_endpoints_their_traffic_and_a_killed_provider_turning_dea
         .collect();
     let mut cmd = Command::new(axle_bin());
     cmd.args(["demo", "--registry", &registry, "--admin", "127.0.0.1:0"])
-        .args(["--seconds", "600", "--concurrency", "4"]);
+        .args(["--seconds", "600", "--concurrency", "4"])
+        .env("AXLE_ADMIN_TOKEN", TOKEN);
     let demo = AxleProcess::spawn(cmd, "axle demo: providers registered");
     let admin = demo
         .line_starting("admin on ", WAIT)
@@ -118,6 +144,18 @@ fn the_dashboard_shows_endpoints_their_traffic_and_a_killed_provider_turning_dea
     assert!(
         status.as_str().is_some_and(|s| s.starts_with("live")),
         "the page reads the admin endpoint: {status}"
+    );
+
+    // The swap form: shown (a token is configured), a wrong token refused, the right one
+    // swaps.
+    let hidden = browser.execute("return document.getElementById('swap').hidden;");
+    assert_eq!(hidden, Value::Bool(false), "the swap control is shown");
+    let refused = swap(&browser, "selector", "least-active", "not-the-token");
+    assert!(refused.starts_with("HTTP 403"), "{refused}");
+    let swapped = swap(&browser, "selector", "least-active", TOKEN);
+    assert!(
+        !swapped.starts_with("HTTP") && swapped.contains("least-active"),
+        "{swapped}"
     );
     drop(browser);
     drop(demo);

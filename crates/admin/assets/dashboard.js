@@ -88,7 +88,7 @@ function chart(samples, addresses, colorOf, now) {
     svg.append(e);
   };
   const x = (t) => L + (W - L - 4) * (1 - (now - t) / (HISTORY_S * 1000));
-  const y = (s) => 4 + (H - B - 8) * (1 - s);
+  const y = (s) => 12 + (H - B - 18) * (1 - s);
   for (const s of [0, 0.5, 1]) {
     add("line", { x1: L, x2: W, y1: y(s), y2: y(s), stroke: "#eee" });
     add("text", { x: 2, y: y(s) + 3 }, pct(s).replace(".0 ", " "));
