@@ -40,6 +40,9 @@ enum Command {
     Swap(commands::swap::Args),
     /// The consumers registered for a service in an etcd registry.
     Consumers(commands::consumers::Args),
+    /// A service's run-time rule in etcd: put (checked first), get, history, rollback.
+    #[command(subcommand)]
+    Rules(commands::rules::Command),
     /// Work with plugins.
     #[command(subcommand)]
     Plugins(PluginsCommand),
@@ -202,6 +205,9 @@ fn main() -> ExitCode {
         Command::Swap(args) => runtime().and_then(|rt| rt.block_on(commands::swap::run(args))),
         Command::Consumers(args) => {
             runtime().and_then(|rt| rt.block_on(commands::consumers::run(args)))
+        }
+        Command::Rules(command) => {
+            runtime().and_then(|rt| rt.block_on(commands::rules::run(command)))
         }
         Command::Config(ConfigCommand::Explain { target, manifest }) => {
             commands::config::explain(manifest.as_deref(), &target)

@@ -13,6 +13,7 @@ pub mod discovery;
 pub mod docs;
 pub mod gateway;
 pub mod new;
+pub mod rules;
 pub mod serve;
 pub mod sidecar;
 pub mod stats;
