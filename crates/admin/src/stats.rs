@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Targets;
+use axle_client::rules::RuleStatus;
 use axle_client::ServiceView;
 use axle_plugin_host::PluginCounters;
 use axle_server::{ServerView, Status};
@@ -27,6 +28,10 @@ pub struct ClientStats {
     /// Its plugins' counters: calls, faults by cause, quarantine, log lines.
     #[serde(default)]
     pub plugins: Vec<PluginCounters>,
+    /// The run-time rules it follows (`axle rules`): the revision in force, the last
+    /// one refused and why.
+    #[serde(default)]
+    pub rules: Vec<RuleStatus>,
 }
 
 /// One server: per service/method.
@@ -51,6 +56,7 @@ impl StatsReport {
                     name: name.clone(),
                     services: c.services(),
                     plugins: c.plugins(),
+                    rules: c.rules(),
                 })
                 .collect(),
             servers: targets

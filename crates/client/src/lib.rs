@@ -9,6 +9,7 @@ pub mod health;
 pub mod loadout;
 mod options;
 mod pipeline;
+pub mod rules;
 pub(crate) mod stages;
 pub(crate) mod state;
 mod trace;
@@ -84,6 +85,8 @@ pub struct Client {
     /// The health monitor starts with the first call (it needs a Tokio runtime, which a
     /// client may be built without).
     monitor: Arc<std::sync::OnceLock<()>>,
+    /// The run-time rules applied (or refused), for the stats.
+    rules: rules::RuleBook,
 }
 
 impl Client {
@@ -92,6 +95,7 @@ impl Client {
         let client = Client {
             state: Arc::new(ClientState::build(host, config)?),
             monitor: Arc::new(std::sync::OnceLock::new()),
+            rules: rules::RuleBook::default(),
         };
         client.start_monitor();
         Ok(client)
@@ -267,6 +271,17 @@ impl Client {
         manifest: axle_manifest::Manifest,
     ) -> anyhow::Result<axle_plugin_host::SwapReport> {
         self.state.swap(host, manifest)
+    }
+
+    /// Records how `status.service`'s run-time rule stands (whoever follows the rules
+    /// calls this after each version, applied or refused).
+    pub fn set_rule_status(&self, status: rules::RuleStatus) {
+        self.rules.set(status);
+    }
+
+    /// The run-time rules this client follows, per service (`axle stats` shows them).
+    pub fn rules(&self) -> Vec<rules::RuleStatus> {
+        self.rules.all()
     }
 
     /// The manifest the client's plugins come from now.

@@ -65,13 +65,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if discover {
         config = config.endpoints(service, Vec::new());
     }
-    let host = PluginHost::with_default_cache()?;
+    let host = std::sync::Arc::new(PluginHost::with_default_cache()?);
     let client = Client::new(&host, config)?;
     let follows = if discover {
         let backend = super::discovery::open(&registry, &manifest)?;
+        let base = super::rules_follow::RuleBase::new(host.clone(), args.manifest.as_deref())?;
         let follows = args
             .discovery
-            .follow(&manifest, &backend, &client, &[service])
+            .follow(&manifest, base, &backend, &client, &[service])
             .await?;
         if client.admissible(service) == 0 {
             let g = args.discovery.groups(&manifest, service);
@@ -87,7 +88,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         follows
     } else {
-        Vec::new()
+        Default::default()
     };
     let mut options = CallOptions {
         timeout: args.timeout_ms.map(Duration::from_millis),

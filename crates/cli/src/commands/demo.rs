@@ -100,7 +100,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let addrs: Vec<String> = servers.iter().map(|s| s.local_addr().to_string()).collect();
     let registry = args.discovery.registry(&manifest)?;
     let discover = registry != RegistryUrl::Static;
-    let mut _follows = Vec::new();
+    let mut _follows = super::discovery::Follows::default();
     let client = if discover {
         // Inside-out: the providers register (after readiness), the consumer discovers.
         let backend = super::discovery::open(&registry, &manifest)?;
@@ -122,9 +122,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             &host,
             ClientConfig::new(manifest.clone()).endpoints("flaky", Vec::new()),
         )?;
+        let base = super::rules_follow::RuleBase::new(host.clone(), args.manifest.as_deref())?;
         _follows = args
             .discovery
-            .follow(&manifest, &backend, &client, &["flaky"])
+            .follow(&manifest, base, &backend, &client, &["flaky"])
             .await?;
         println!(
             "axle demo: providers registered at {} as {key}; the consumer follows it",

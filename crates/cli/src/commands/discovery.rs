@@ -6,8 +6,11 @@ use std::time::Duration;
 use axle::client::Client;
 use axle::discovery::config::Groups;
 use axle::discovery::follow::Follow;
+use axle::discovery::rules::Rules;
 use axle::discovery::{Backend, RegistryUrl, ServiceKey};
 use axle::manifest::Manifest;
+
+use super::rules_follow::{RuleBase, RuleFollow};
 
 /// How a consumer finds providers (default: the manifest's [discovery] table).
 #[derive(clap::Args, Clone, Debug)]
@@ -59,14 +62,29 @@ impl Args {
 
     /// Follows `services` through `backend` into `client`, registered as a consumer of
     /// each where the registry keeps consumers (etcd); waits (bounded) for each first
-    /// listing. [`stop`] the result to deregister at once.
+    /// listing. On etcd it also applies and follows each service's run-time rule, laid
+    /// over `rules` (`rules_follow`). [`stop`] the result to deregister at once.
     pub async fn follow(
         &self,
         manifest: &Manifest,
+        rules: RuleBase,
         backend: &Arc<dyn Backend>,
         client: &Client,
         services: &[&str],
-    ) -> anyhow::Result<Vec<Follow>> {
+    ) -> anyhow::Result<Follows> {
+        let registry = self.registry(manifest)?;
+        let rules = match registry {
+            RegistryUrl::Etcd(_) => {
+                let store = Rules::open(
+                    &registry,
+                    manifest.backend_options(),
+                    &self.namespace(manifest),
+                )?;
+                let base = Arc::new(rules);
+                Some(super::rules_follow::start(base, store, client, manifest, services).await?)
+            }
+            _ => None,
+        };
         let mut follows = Vec::new();
         for service in services {
             let groups = self.groups(manifest, service);
@@ -90,8 +108,18 @@ impl Args {
             }
             follows.push(f);
         }
-        Ok(follows)
+        Ok(Follows {
+            services: follows,
+            rules,
+        })
     }
+}
+
+/// What a consumer follows: each service's providers, and on etcd their rules.
+#[derive(Default)]
+pub struct Follows {
+    services: Vec<Follow>,
+    rules: Option<RuleFollow>,
 }
 
 /// The backend for a consumer.
@@ -101,8 +129,9 @@ pub fn open(url: &RegistryUrl, manifest: &Manifest) -> anyhow::Result<Arc<dyn Ba
 
 /// Stops following and removes the consumer registrations (a process that exits without
 /// this leaves them until their lease runs out).
-pub async fn stop(follows: Vec<Follow>) {
-    for f in follows {
+pub async fn stop(follows: Follows) {
+    drop(follows.rules);
+    for f in follows.services {
         f.stop().await;
     }
 }

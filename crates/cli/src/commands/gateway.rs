@@ -3,17 +3,19 @@
 //! discovery with `--registry`), marked external; `docs/gateway.md` has the routes,
 //! headers and the status of each error class.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axle::client::{Client, ClientConfig};
-use axle::discovery::follow::Follow;
 use axle::discovery::RegistryUrl;
 use axle::manifest::Manifest;
 use axle::plugin::PluginHost;
 use axle_gateway::{ClientLimiter, Forwarder, HttpListener};
+
+use super::discovery::Follows;
+use super::rules_follow::RuleBase;
 
 /// `axle gateway` flags.
 #[derive(clap::Args)]
@@ -32,6 +34,10 @@ pub struct Args {
     tls: super::tls::ClientTlsArgs,
     #[command(flatten)]
     discovery: super::discovery::Args,
+    /// The admin endpoint: `axle stats --admin ADDR` shows the gateway's client (its
+    /// endpoints, plugins and run-time rules).
+    #[command(flatten)]
+    admin: super::admin::AdminArgs,
 }
 
 /// Where `axle gateway` listens without `--listen` or [gateway] listen.
@@ -41,10 +47,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut stop = super::serve::StopSignal::listen();
     let mut manifest = Manifest::load_or_embedded(args.manifest.as_deref())?;
     args.tls.apply(&mut manifest);
-    let host = PluginHost::with_default_cache()?;
+    let host = Arc::new(PluginHost::with_default_cache()?);
     let services: Vec<String> = axle_gateway::services(&manifest).into_iter().collect();
-    let (client, follows) = client(&host, &manifest, &args.discovery, &services).await?;
+    let manifest_path = args.manifest.as_deref();
+    let (client, follows) =
+        client(&host, &manifest, manifest_path, &args.discovery, &services).await?;
     let limiter = ClientLimiter::from_manifest(&host, &manifest)?;
+    let admin = args
+        .admin
+        .start(axle::admin::Admin::new().client("gateway", client.clone()))
+        .await?;
     let forwarder = Arc::new(Forwarder::gateway(client, &manifest, limiter));
     let listen = args
         .listen
@@ -54,7 +66,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     print_line(&format!("listening on {}", listener.local_addr()));
+    if let Some(a) = &admin {
+        print_line(&format!("admin on {}", a.local_addr()));
+        a.set_ready(true);
+    }
     stop.wait().await;
+    if let Some(a) = admin {
+        a.shutdown(Duration::ZERO).await;
+    }
     listener
         .shutdown(Duration::from_millis(args.drain_ms))
         .await;
@@ -64,12 +83,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The client `axle call` builds, for every service in `services`: the manifest's
 /// endpoints, or the registry's providers followed for as long as the `Follow`s live.
+/// Run-time rules are checked against `manifest_path`'s layers.
 pub async fn client(
-    host: &PluginHost,
+    host: &Arc<PluginHost>,
     manifest: &Manifest,
+    manifest_path: Option<&Path>,
     discovery: &super::discovery::Args,
     services: &[String],
-) -> anyhow::Result<(Client, Vec<Follow>)> {
+) -> anyhow::Result<(Client, Follows)> {
     let registry = discovery.registry(manifest)?;
     let discover = registry != RegistryUrl::Static;
     let mut config = ClientConfig::new(manifest.clone());
@@ -82,11 +103,12 @@ pub async fn client(
     let follows = if discover {
         let backend = super::discovery::open(&registry, manifest)?;
         let names: Vec<&str> = services.iter().map(String::as_str).collect();
+        let base = RuleBase::new(host.clone(), manifest_path)?;
         discovery
-            .follow(manifest, &backend, &client, &names)
+            .follow(manifest, base, &backend, &client, &names)
             .await?
     } else {
-        Vec::new()
+        Follows::default()
     };
     Ok((client, follows))
 }

@@ -14,6 +14,7 @@ pub mod docs;
 pub mod gateway;
 pub mod new;
 pub mod rules;
+pub mod rules_follow;
 pub mod serve;
 pub mod sidecar;
 pub mod stats;

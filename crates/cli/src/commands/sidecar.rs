@@ -87,8 +87,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     // The consumer side first: the application may call out while it warms up.
     let services: Vec<String> = axle_gateway::services(&manifest).into_iter().collect();
-    let (client, _follows) =
-        super::gateway::client(&host, &manifest, &args.discovery, &services).await?;
+    let (client, _follows) = super::gateway::client(
+        &host,
+        &manifest,
+        args.manifest.as_deref(),
+        &args.discovery,
+        &services,
+    )
+    .await?;
     let local_addr = args
         .local
         .clone()

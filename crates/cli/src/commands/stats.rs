@@ -89,6 +89,7 @@ async fn probe(args: &Args) -> anyhow::Result<StatsReport> {
             name,
             services: client.services(),
             plugins: client.plugins(),
+            rules: client.rules(),
         }],
         servers: Vec::new(),
     })
@@ -217,7 +218,35 @@ fn client_table(out: &mut String, c: &ClientStats) {
             );
         }
     }
+    rules_table(out, c);
     out.push('\n');
+}
+
+/// The rules section: per followed service, the revision in force and the last refused.
+fn rules_table(out: &mut String, c: &ClientStats) {
+    use std::fmt::Write;
+    if c.rules.is_empty() {
+        return;
+    }
+    out.push_str(
+        "  rules (axle rules)
+",
+    );
+    for r in &c.rules {
+        let in_force = r
+            .revision
+            .map_or("none (the manifest alone)".to_string(), |v| {
+                format!("revision {v}")
+            });
+        let _ = writeln!(out, "    {:<20} in force: {in_force}", r.service);
+        if let Some(bad) = &r.refused {
+            let _ = writeln!(
+                out,
+                "    {:<20} refused: revision {}: {}",
+                "", bad.revision, bad.error
+            );
+        }
+    }
 }
 
 fn server_table(out: &mut String, s: &ServerStats) {

@@ -1,0 +1,187 @@
+//! Run-time rules in a client that follows services through etcd: each followed service's
+//! rule (`axle rules`) is read at start and followed after; every new version is laid over
+//! the manifest the client started from (`axle_manifest::rules::apply`, the same check
+//! `axle rules put` makes, since etcd can be written around the command) and the client is
+//! swapped to the result. A version that fails is logged and recorded in the client's
+//! stats, and the rules in force stay: a bad write never takes governance away.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use axle::client::rules::{RefusedRule, RuleStatus};
+use axle::client::Client;
+use axle::discovery::rules::{RuleVersion, Rules};
+use axle::manifest::{Layered, Manifest};
+use axle::plugin::PluginHost;
+
+/// What rules are laid over: the manifest's layers as read (rules are checked against
+/// these), and the host the client swaps its plugins through.
+pub struct RuleBase {
+    host: Arc<PluginHost>,
+    layered: Layered,
+}
+
+impl RuleBase {
+    /// The layers of `--manifest` (or the embedded manifest), for `host`'s client.
+    pub fn new(host: Arc<PluginHost>, manifest: Option<&Path>) -> anyhow::Result<RuleBase> {
+        Ok(RuleBase {
+            host,
+            layered: Manifest::layered(manifest)?,
+        })
+    }
+}
+
+/// Following the rules; stops when dropped.
+pub struct RuleFollow {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for RuleFollow {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The rules in force, and how to build the client's manifest from them.
+struct Applier {
+    base: Arc<RuleBase>,
+    client: Client,
+    /// The manifest the client started from, command-line adjustments (TLS, a demo's own
+    /// endpoints) included: a rule changes only its service's governance tiers in it.
+    started: Manifest,
+    /// Per service, the rule in force: its revision and the manifest it yields.
+    in_force: Mutex<BTreeMap<String, (i64, Manifest)>>,
+}
+
+/// Applies each of `services`' current rule now, then follows them.
+pub async fn start(
+    base: Arc<RuleBase>,
+    rules: Rules,
+    client: &Client,
+    started: &Manifest,
+    services: &[&str],
+) -> anyhow::Result<RuleFollow> {
+    let applier = Arc::new(Applier {
+        base,
+        client: client.clone(),
+        started: started.clone(),
+        in_force: Mutex::new(BTreeMap::new()),
+    });
+    let mut tasks = Vec::new();
+    for service in services {
+        let service = service.to_string();
+        applier.client.set_rule_status(RuleStatus {
+            service: service.clone(),
+            ..RuleStatus::default()
+        });
+        let mut seen = match rules.get(&service).await {
+            Ok(now) => {
+                applier.version(&service, now.as_ref());
+                now.map(|v| v.revision)
+            }
+            Err(e) => {
+                tracing::warn!(service, error = %e, "cannot read the service's rule yet; following it");
+                None
+            }
+        };
+        let mut updates = rules.follow(&service)?;
+        let applier = applier.clone();
+        tasks.push(tokio::spawn(async move {
+            while updates.changed().await.is_ok() {
+                let now = updates.borrow_and_update().clone();
+                let revision = now.as_ref().map(|v| v.revision);
+                if revision != seen {
+                    seen = revision;
+                    applier.version(&service, now.as_ref());
+                }
+            }
+        }));
+    }
+    Ok(RuleFollow { tasks })
+}
+
+impl Applier {
+    /// Takes `version` (none or empty: no rule) as `service`'s rule if it checks and the
+    /// client swaps to it; otherwise keeps the rules in force and records why.
+    fn version(&self, service: &str, version: Option<&RuleVersion>) {
+        let mut in_force = self.in_force.lock().unwrap_or_else(|e| e.into_inner());
+        let before = in_force.clone();
+        let revision = match version.filter(|v| !v.text.is_empty()) {
+            Some(v) => match axle::manifest::rules::apply(&self.base.layered, service, &v.text) {
+                Ok(ruled) => {
+                    in_force.insert(service.to_string(), (v.revision, ruled));
+                    Some(v.revision)
+                }
+                Err(e) => return self.refuse(service, v.revision, e, &in_force),
+            },
+            None => {
+                in_force.remove(service);
+                None
+            }
+        };
+        match self.client.swap(&self.base.host, self.manifest(&in_force)) {
+            Ok(_) => {
+                tracing::info!(service, revision, "run-time rule applied");
+                self.client.set_rule_status(RuleStatus {
+                    service: service.to_string(),
+                    revision,
+                    refused: None,
+                });
+            }
+            Err(e) => {
+                *in_force = before;
+                let at = version.map_or(0, |v| v.revision);
+                self.refuse(
+                    service,
+                    at,
+                    format!("the client cannot swap to it: {e:#}"),
+                    &in_force,
+                );
+            }
+        }
+    }
+
+    /// Logs and records a refused version; the rule in force stays.
+    fn refuse(
+        &self,
+        service: &str,
+        revision: i64,
+        error: String,
+        in_force: &BTreeMap<String, (i64, Manifest)>,
+    ) {
+        tracing::warn!(
+            service,
+            revision,
+            error,
+            "run-time rule refused; the last good rules stay"
+        );
+        self.client.set_rule_status(RuleStatus {
+            service: service.to_string(),
+            revision: in_force.get(service).map(|(r, _)| *r),
+            refused: Some(RefusedRule { revision, error }),
+        });
+    }
+
+    /// The started manifest with each ruled service's governance tiers taken from its
+    /// rule's manifest (a rule writes nothing else).
+    fn manifest(&self, in_force: &BTreeMap<String, (i64, Manifest)>) -> Manifest {
+        let mut m = self.started.clone();
+        for (service, (_, ruled)) in in_force {
+            m.service_governance.remove(service);
+            m.method_governance.retain(|(s, _), _| s != service);
+            if let Some(tier) = ruled.service_governance.get(service) {
+                m.service_governance.insert(service.clone(), tier.clone());
+            }
+            for ((s, method), tier) in &ruled.method_governance {
+                if s == service {
+                    m.method_governance
+                        .insert((s.clone(), method.clone()), tier.clone());
+                }
+            }
+        }
+        m
+    }
+}

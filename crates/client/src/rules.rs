@@ -1,0 +1,42 @@
+//! What a client knows of the run-time rules it follows (`axle rules`): per service, the
+//! revision in force and the last one refused, so `axle stats` shows a bad rule that
+//! clients are ignoring instead of leaving it to the logs. The client only keeps this
+//! record; following etcd and checking each version is the caller's (the CLI's).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+/// One service's rule as this client applies it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleStatus {
+    pub service: String,
+    /// The revision of the rule in force; none: no rule (the manifest alone).
+    pub revision: Option<i64>,
+    /// The newest version refused, if it is newer than the one in force.
+    pub refused: Option<RefusedRule>,
+}
+
+/// A version that failed its check; the rule before it stays in force.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedRule {
+    pub revision: i64,
+    pub error: String,
+}
+
+/// The statuses, shared by a client's clones.
+#[derive(Clone, Default)]
+pub(crate) struct RuleBook(Arc<Mutex<BTreeMap<String, RuleStatus>>>);
+
+impl RuleBook {
+    pub(crate) fn set(&self, status: RuleStatus) {
+        let mut book = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        book.insert(status.service.clone(), status);
+    }
+
+    pub(crate) fn all(&self) -> Vec<RuleStatus> {
+        let book = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        book.values().cloned().collect()
+    }
+}
