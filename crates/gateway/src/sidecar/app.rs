@@ -14,7 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use axle::server::{Context, Status};
 use axle::wire::ErrorClass;
 
-use crate::request::{APP_HEADER, TAG_PREFIX, TIMEOUT_HEADER};
+use crate::request::{APP_HEADER, TAG_PREFIX, TIMEOUT_HEADER, TRACEPARENT_HEADER};
 use crate::status::class_of;
 
 /// Tells the application whether the request came from outside the trust boundary.
@@ -71,7 +71,9 @@ impl App {
     }
 
     /// Forwards one request: the JSON body to `POST /{service}/{method}` with the
-    /// request's scope as `x-axle-*` headers, within what is left of its deadline.
+    /// request's scope as `x-axle-*` headers and its trace as `traceparent` (the
+    /// handler's span, so the application's own spans are its children), within what is
+    /// left of its deadline.
     pub async fn call(&self, ctx: &Context, body: Bytes) -> Result<Bytes, Status> {
         let url = format!("{}/{}/{}", self.base, ctx.service, ctx.method);
         let mut request = Request::post(&url)
@@ -94,6 +96,9 @@ impl App {
             if let Ok(v) = HeaderValue::from_str(app) {
                 headers.insert(APP_HEADER, v);
             }
+        }
+        if let Some(Ok(v)) = ctx.traceparent().map(HeaderValue::try_from) {
+            headers.insert(TRACEPARENT_HEADER, v);
         }
         for (k, v) in &ctx.scope.tags {
             let name = http::HeaderName::from_bytes(format!("{TAG_PREFIX}{k}").as_bytes());
@@ -211,6 +216,60 @@ mod tests {
         let long = "x".repeat(2000);
         let e = answer(StatusCode::INTERNAL_SERVER_ERROR, long.into()).unwrap_err();
         assert!(e.message.chars().count() <= MAX_MESSAGE + 1);
+    }
+
+    /// An application answering one request with `{}`; the request's head, lower case.
+    async fn one_request_app() -> (String, tokio::sync::oneshot::Receiver<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0];
+                if s.read(&mut byte).await.unwrap() == 0 {
+                    break;
+                }
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+            let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                          content-length: 2\r\nconnection: close\r\n\r\n{}";
+            s.write_all(answer.as_bytes()).await.unwrap();
+            let _ = tx.send(head);
+        });
+        (url, rx)
+    }
+
+    #[tokio::test]
+    async fn the_application_gets_the_requests_trace_as_traceparent() {
+        let (url, head) = one_request_app().await;
+        let trace = axle::core::TraceContext::parse(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        )
+        .unwrap();
+        let ctx = Context {
+            service: "greeter".into(),
+            method: "hello".into(),
+            peer: "127.0.0.1:1".parse().unwrap(),
+            peer_identity: None,
+            scope: axle::core::RequestScope {
+                trace: Some(trace),
+                ..Default::default()
+            },
+        };
+        let answer = App::new(&url)
+            .unwrap()
+            .call(&ctx, Bytes::from_static(b"{}"))
+            .await;
+        assert_eq!(answer.unwrap(), "{}");
+        let head = head.await.unwrap();
+        assert!(
+            head.contains(&format!("traceparent: {}\r\n", trace.traceparent())),
+            "{head}"
+        );
     }
 
     #[test]
