@@ -53,12 +53,17 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// A config with the manifest's endpoints and default limits.
+    /// A config with the manifest's endpoints, default limits and the manifest's
+    /// compression.
     pub fn new(manifest: Manifest) -> Self {
+        let limits = Limits {
+            compression: manifest.compression(),
+            ..Limits::default()
+        };
         ClientConfig {
             manifest,
             endpoints: BTreeMap::new(),
-            limits: Limits::default(),
+            limits,
             keepalive: Keepalive::default(),
             consumer_app: None,
         }

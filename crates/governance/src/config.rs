@@ -202,6 +202,14 @@ governance! {
     cache_ttl_ms: u64 = 0, "cache-ttl-ms", check |v| within(*v, 0, 86_400_000);
     /// Caller: most answers the method's cache holds (the oldest goes first).
     cache_max_entries: u32 = 1000, "cache-max-entries", check |v| within(*v, 1, 1_000_000);
+    /// Payload compression on both sides' transport: "off" or "lz4". Sent compressed only
+    /// to a peer that said it accepts the encoding (docs/wire.md); global tier.
+    compression: String = "off".to_string(), "compression", check |v| match v.as_str() {
+        "off" | "lz4" => Ok(()),
+        other => Err(format!("\"off\" or \"lz4\" (got {other:?})")),
+    };
+    /// Payloads smaller than this travel uncompressed (bytes; global tier).
+    compression_min_bytes: u64 = 1024, "compression-min-bytes", check |v| within(*v, 0, 1 << 32);
     /// Circuit breaking on or off.
     breaker: bool = true, "breaker", check |_| Ok(());
     /// Consecutive failures that open the breaker.

@@ -143,6 +143,22 @@ fn cache_per_method(prefix: &str, layer: &axle_governance::TierSettings) -> Resu
     ))
 }
 
+/// Compression is a connection's, and a connection carries every service and method.
+fn compression_is_global(
+    prefix: &str,
+    layer: &axle_governance::TierSettings,
+) -> Result<(), KeyError> {
+    let key = match (&layer.compression, layer.compression_min_bytes) {
+        (Some(_), _) => "compression",
+        (None, Some(_)) => "compression-min-bytes",
+        (None, None) => return Ok(()),
+    };
+    Err((
+        format!("{prefix}{key}"),
+        "compression is set for every connection, in [governance]".to_string(),
+    ))
+}
+
 /// A method that caches its answers must be idempotent (the tiers most general first).
 fn cache_needs_idempotent(
     prefix: &str,
@@ -177,9 +193,11 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
     for (name, svc) in &raw.services {
         check_layer(&format!("services.{name}.governance."), &svc.governance)?;
         cache_per_method(&format!("services.{name}.governance."), &svc.governance)?;
+        compression_is_global(&format!("services.{name}.governance."), &svc.governance)?;
         service_governance.insert(name.clone(), svc.governance.clone());
         for (method, layer) in &svc.methods {
             check_layer(&format!("services.{name}.methods.{method}."), layer)?;
+            compression_is_global(&format!("services.{name}.methods.{method}."), layer)?;
             let tiers = [&raw.governance, &svc.governance, layer];
             cache_needs_idempotent(&format!("services.{name}.methods.{method}."), &tiers)?;
             method_governance.insert((name.clone(), method.clone()), layer.clone());
@@ -347,6 +365,17 @@ impl Manifest {
     /// The effective governance of `service/method`.
     pub fn governance(&self, service: &str, method: &str) -> axle_governance::Governance {
         self.governance_explained(service, method).0
+    }
+
+    /// The transport's payload compression (`[governance]` `compression`,
+    /// `compression-min-bytes`), for both the caller's and the provider's connections.
+    pub fn compression(&self) -> axle_wire::Compression {
+        let tiers = [(axle_governance::Tier::Global, &self.governance)];
+        let g = axle_governance::resolve(&tiers).0;
+        // The name was checked when the manifest was read.
+        let encoding = axle_wire::Encoding::parse(&g.compression).unwrap_or(None);
+        let min = usize::try_from(g.compression_min_bytes).unwrap_or(usize::MAX);
+        axle_wire::Compression::new(encoding, min)
     }
 
     /// The plugin filling `slot` for `service`: the service's choice, else the default.

@@ -133,8 +133,9 @@ impl ServerBuilder {
         self
     }
 
-    /// The manifest's provider side: `[tls]` and `[trust]`, its default limiter slot and
-    /// every serializer it names (typed handlers decode with whichever the request used).
+    /// The manifest's provider side: `[tls]` and `[trust]`, compression, its default
+    /// limiter slot and every serializer it names (typed handlers decode with whichever
+    /// the request used).
     /// Register typed handlers after this.
     pub fn with_manifest(
         mut self,
@@ -147,6 +148,7 @@ impl ServerBuilder {
         let frame = self.limits.frame;
         self.limits = manifest.serve.limits;
         self.limits.frame = frame;
+        self.limits.frame.compression = manifest.compression();
         if let Some(files) = &manifest.tls.server {
             self.tls = Some(ServerTls::load(files)?);
         }

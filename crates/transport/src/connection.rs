@@ -10,7 +10,7 @@
 //! closed): [`Connection::connect_watched`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -35,6 +35,9 @@ struct Shared {
     closed: AtomicBool,
     /// Nanoseconds (kernel clock) when a frame last arrived.
     last_read_ns: AtomicU64,
+    /// The encodings the peer said it accepts (`accept-encoding` on its responses and
+    /// pongs); 0 until it says so, and always from a peer that does not know the tag.
+    peer_accepts: AtomicU8,
     /// Wakes the reader and keep-alive tasks when the connection is closed from this side.
     closing: tokio::sync::Notify,
     /// Told once when the connection stops taking requests (goaway or closed), and again
@@ -176,6 +179,7 @@ impl Connection {
             draining: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             last_read_ns: AtomicU64::new(axle_core::now_ns()),
+            peer_accepts: AtomicU8::new(0),
             closing: tokio::sync::Notify::new(),
             watch,
         });
@@ -207,6 +211,7 @@ impl Connection {
 
         let reader_shared = shared.clone();
         let pong_tx = tx.clone();
+        let max_frame = limits.max_frame;
         tokio::spawn(async move {
             let mut frames = FramedRead::new(read, FrameCodec::new(limits));
             let why = loop {
@@ -241,8 +246,19 @@ impl Connection {
                                 if frame.meta.error_class == Some(ErrorClass::ShuttingDown) {
                                     reader_shared.go_away();
                                 }
-                                if let Some(w) = reader_shared.take(frame.id) {
-                                    let _ = w.send(Ok(frame));
+                                if frame.meta.accept_encoding != 0 {
+                                    let accepts = frame.meta.accept_encoding;
+                                    reader_shared.peer_accepts.store(accepts, Relaxed);
+                                }
+                                // A payload that does not decompress within the
+                                // bounds fails its own call, not the connection.
+                                let mut frame = frame;
+                                let id = frame.id;
+                                let plain = crate::encoding::incoming(&mut frame, max_frame)
+                                    .map(|()| frame)
+                                    .map_err(|e| TransportError::Frame(e.to_string()));
+                                if let Some(w) = reader_shared.take(id) {
+                                    let _ = w.send(plain);
                                 }
                             }
                             Kind::Ping => {
@@ -372,6 +388,10 @@ impl Connection {
         };
         let mut frame = Frame::request(id, meta, payload);
         frame.flags = flags;
+        if self.limits.compression.encoding.is_some() {
+            let accepts = self.shared.peer_accepts.load(Relaxed);
+            crate::encoding::outgoing(&self.limits.compression, &mut frame, accepts);
+        }
         if self.tx.send(frame).await.is_err() {
             guard.armed = false;
             self.forget(id);

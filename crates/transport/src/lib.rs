@@ -4,6 +4,7 @@
 
 pub mod connection;
 pub mod defaults;
+mod encoding;
 pub mod endpoint;
 pub mod serve;
 pub mod tls;

@@ -23,6 +23,9 @@ pub struct Limits {
     pub max_frame: usize,
     /// Largest metadata section.
     pub max_metadata: usize,
+    /// Payload compression (off by default): what this side sends compressed, when the
+    /// peer accepts it, and advertises it accepts.
+    pub compression: crate::Compression,
 }
 
 impl Limits {
@@ -60,6 +63,7 @@ impl Default for Limits {
         Limits {
             max_frame: 16 << 20,
             max_metadata: 64 << 10,
+            compression: crate::Compression::default(),
         }
     }
 }

@@ -2,11 +2,13 @@
 //! that cuts a byte stream into frames with bounded buffers.
 
 mod codec;
+mod compression;
 mod error_class;
 mod frame;
 mod metadata;
 
 pub use codec::{encode_into as codec_encode, FrameCodec, Limits, WireError, HEADER_LEN};
+pub use compression::{decompress, Compression, Encoding, MAX_RATIO};
 pub use error_class::ErrorClass;
 pub use frame::{Frame, Kind, FLAG_EXTERNAL};
 pub use metadata::Metadata;

@@ -17,6 +17,8 @@ const RETRY_AFTER: u8 = 10;
 const REQUEST_ID: u8 = 11;
 const ERROR_CODE: u8 = 12;
 const SPAN_ID: u8 = 13;
+const CONTENT_ENCODING: u8 = 14;
+const ACCEPT_ENCODING: u8 = 15;
 
 /// Everything a frame says besides its payload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -43,6 +45,12 @@ pub struct Metadata {
     pub span_id: Option<[u8; 8]>,
     /// W3C trace flags (bit 0: sampled), travelling with `span_id`.
     pub trace_flags: u8,
+    /// The payload's compression (`crate::Encoding` code); none: plain. Set and removed
+    /// by the transport, never seen by handlers.
+    pub content_encoding: Option<u8>,
+    /// The encodings the sender accepts (one bit per `crate::Encoding`; 0: none, not
+    /// encoded).
+    pub accept_encoding: u8,
 }
 
 fn put_field(out: &mut BytesMut, tag: u8, value: &[u8]) -> Result<(), WireError> {
@@ -120,6 +128,12 @@ impl Metadata {
             value[8] = self.trace_flags;
             put_field(out, SPAN_ID, &value)?;
         }
+        if let Some(v) = self.content_encoding {
+            put_field(out, CONTENT_ENCODING, &[v])?;
+        }
+        if self.accept_encoding != 0 {
+            put_field(out, ACCEPT_ENCODING, &[self.accept_encoding])?;
+        }
         Ok(())
     }
 
@@ -173,6 +187,8 @@ impl Metadata {
                     m.span_id = Some(span);
                     m.trace_flags = v[8];
                 }
+                CONTENT_ENCODING => m.content_encoding = Some(fixed::<1>(tag, value)?[0]),
+                ACCEPT_ENCODING => m.accept_encoding = fixed::<1>(tag, value)?[0],
                 _ => {} // a newer peer's field
             }
         }

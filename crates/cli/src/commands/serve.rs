@@ -171,12 +171,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         });
     }
     let mut builder = services::register(builder, flaky);
-    if let Some(max) = args.max_frame_bytes {
-        let limits = axle::wire::Limits::default()
+    let limits = axle::wire::Limits {
+        compression: manifest.compression(),
+        ..axle::wire::Limits::default()
+    };
+    let limits = match args.max_frame_bytes {
+        Some(max) => limits
             .with_max_frame(max)
-            .map_err(|e| anyhow::anyhow!("--max-frame-bytes: {e}"))?;
-        builder = builder.limits(limits);
-    }
+            .map_err(|e| anyhow::anyhow!("--max-frame-bytes: {e}"))?,
+        None => limits,
+    };
+    builder = builder.limits(limits);
     let listen = args
         .listen
         .or(manifest.serve.listen.clone())

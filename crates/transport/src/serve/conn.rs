@@ -16,7 +16,7 @@ use tokio_util::codec::FramedRead;
 
 use super::registry::Admitted;
 use super::{Dispatch, Peer, ServeLimits};
-use axle_wire::{ErrorClass, Frame, FrameCodec, Kind, WireError};
+use axle_wire::{Compression, ErrorClass, Frame, FrameCodec, Kind, WireError};
 
 /// A request being handled in its own task: how to cancel it, and whether it survives
 /// its caller leaving.
@@ -205,7 +205,9 @@ impl<D: Dispatch> Conn<D> {
                     }
                 }
                 Kind::Ping => {
-                    let _ = tx.send(Frame::bare(Kind::Pong, frame.id)).await;
+                    let mut pong = Frame::bare(Kind::Pong, frame.id);
+                    pong.meta.accept_encoding = self.limits.frame.compression.accepts();
+                    let _ = tx.send(pong).await;
                 }
                 Kind::Pong | Kind::Response | Kind::Goaway => {}
             }
@@ -214,8 +216,18 @@ impl<D: Dispatch> Conn<D> {
 
     /// Runs one request: refused past the connection's caps, answered inline when it
     /// finishes on its first poll, else in its own task.
-    async fn request(&self, frame: Frame, tx: &mpsc::Sender<Frame>) {
+    async fn request(&self, mut frame: Frame, tx: &mpsc::Sender<Frame>) {
         let id = frame.id;
+        // Plain before anything else sees it; a payload past the bounds is the request's
+        // own error, not the connection's.
+        if let Err(e) = crate::encoding::incoming(&mut frame, self.limits.frame.max_frame) {
+            let _ = tx
+                .send(Frame::error(id, ErrorClass::BadRequest, e.to_string()))
+                .await;
+            return;
+        }
+        let compression = self.limits.frame.compression;
+        let accepts = frame.meta.accept_encoding;
         let size = frame.payload.len();
         let count = self.place.state.in_flight.load(Relaxed);
         let bytes = self.buffered.load(Relaxed);
@@ -235,7 +247,7 @@ impl<D: Dispatch> Conn<D> {
         // Most requests finish on their first poll (echo, a cache hit, a refusal):
         // answer those inline and spawn a task only for the ones that wait.
         if let std::task::Poll::Ready(r) = futures::poll!(response.as_mut()) {
-            let _ = tx.send(r).await;
+            let _ = tx.send(answer(&compression, r, accepts)).await;
             return;
         }
         let tx = tx.clone();
@@ -259,7 +271,7 @@ impl<D: Dispatch> Conn<D> {
         let task = tokio::spawn(async move {
             let _release = release;
             let response = response.await;
-            let _ = tx.send(response).await;
+            let _ = tx.send(answer(&compression, response, accepts)).await;
         });
         running.insert(
             id,
@@ -269,6 +281,15 @@ impl<D: Dispatch> Conn<D> {
             },
         );
     }
+}
+
+/// The response as it goes out: compressed when this side compresses and the request
+/// said its sender `accepts` the encoding, and saying what this side accepts.
+fn answer(compression: &Compression, mut response: Frame, accepts: u8) -> Frame {
+    if compression.encoding.is_some() {
+        crate::encoding::outgoing(compression, &mut response, accepts);
+    }
+    response
 }
 
 /// Gives back a request's place in its connection's counts when its task ends.

@@ -18,6 +18,8 @@ use crate::connection::Connection;
 use crate::Keepalive;
 use axle_wire::{ErrorClass, Frame, Limits, Metadata};
 
+mod compression;
+
 /// Sleeps the payload's first byte in ms, then echoes; counts handlers dropped before
 /// they finished. A request whose method is `stay` keeps running when its caller leaves.
 #[derive(Default)]

@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let limits = Limits {
         max_frame: 1 << 16,
         max_metadata: 1 << 12,
+        ..Limits::default()
     };
     let mut codec = FrameCodec::new(limits);
     let mut buf = BytesMut::new();

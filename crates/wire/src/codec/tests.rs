@@ -69,6 +69,7 @@ fn rejects_bad_magic_version_kind_and_sizes() {
     let mut codec = FrameCodec::new(Limits {
         max_frame: 64,
         max_metadata: 16,
+        ..Limits::default()
     });
     let mut bad = good.clone();
     bad[0] = b'G';
@@ -111,6 +112,7 @@ fn the_sender_refuses_frames_over_its_limit_and_writes_nothing() {
     let mut codec = FrameCodec::new(Limits {
         max_frame: 100,
         max_metadata: 1000,
+        ..Limits::default()
     });
     let mut buf = BytesMut::from(&b"already here"[..]);
     let big = Frame::response(1, None, Bytes::from(vec![0u8; 200]));
@@ -155,10 +157,12 @@ fn metadata() -> impl Strategy<Value = Metadata> {
             proptest::option::of(any::<[u8; 16]>()),
             proptest::option::of(text()),
             proptest::option::of(any::<([u8; 8], u8)>()),
+            proptest::option::of(any::<u8>()),
+            any::<u8>(),
         ),
     )
         .prop_map(
-            |(s, m, d, a, t, c, tr, e, em, r, (id, code, span))| Metadata {
+            |(s, m, d, a, t, c, tr, e, em, r, (id, code, span, enc, accept))| Metadata {
                 service: s,
                 method: m,
                 deadline_us: d,
@@ -173,6 +177,8 @@ fn metadata() -> impl Strategy<Value = Metadata> {
                 error_code: code,
                 span_id: span.map(|(id, _)| id),
                 trace_flags: span.map_or(0, |(_, flags)| flags),
+                content_encoding: enc,
+                accept_encoding: accept,
             },
         )
 }
@@ -262,6 +268,7 @@ fn lengths_that_would_wrap_are_too_large_not_small() {
     let limits = Limits {
         max_frame: usize::MAX,
         max_metadata: usize::MAX,
+        ..Limits::default()
     };
     let mut header = BytesMut::new();
     header.put_slice(&crate::MAGIC);
