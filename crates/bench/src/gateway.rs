@@ -24,7 +24,7 @@ use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
 use axle_gateway::{ClientLimiter, Forwarder, HttpListener};
 
-use crate::rpc::{drive, Row};
+use crate::rpc::{drive, Cell, Row};
 
 /// The request body every system answers.
 /// (Keys in order: the answer is the JSON serializer's, which writes them sorted.)
@@ -84,7 +84,7 @@ pub async fn run(
         for &c in concurrencies {
             let (http, url) = (http.clone(), url.clone());
             rows.push(
-                drive(system, c, duration, move || {
+                drive(cell(system, c, duration), move || {
                     let (http, url) = (http.clone(), url.clone());
                     Box::pin(async move { post(&http, &url).await })
                 })
@@ -173,4 +173,15 @@ async fn start_direct_echo() -> std::io::Result<(std::net::SocketAddr, tokio::ta
         }
     });
     Ok((addr, task))
+}
+
+/// A cell of this bench: [`BODY`] at `concurrency`, with `axle bench rpc`'s warm-up.
+fn cell(system: &str, concurrency: usize, duration: Duration) -> Cell<'_> {
+    Cell {
+        system,
+        payload_bytes: BODY.len(),
+        concurrency,
+        duration,
+        warm_up: Duration::from_millis(200),
+    }
 }

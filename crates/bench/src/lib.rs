@@ -3,6 +3,8 @@
 //! of each shipped algorithm. Numbers are best-of-N of calibrated loops: ratios within one
 //! run are the point, absolute figures move with the machine.
 
+pub mod alloc_count;
+pub mod cpu;
 pub mod gateway;
 pub mod hostile;
 pub mod languages;

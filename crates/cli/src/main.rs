@@ -8,6 +8,11 @@ use clap::{CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Allocations per request in `axle bench rpc`: only in a build that asks for it.
+#[cfg(feature = "count-allocs")]
+#[global_allocator]
+static ALLOC: axle_bench::alloc_count::CountingAlloc = axle_bench::alloc_count::CountingAlloc;
+
 /// Axle: an RPC runtime whose strategies are WebAssembly plugins.
 #[derive(Parser)]
 #[command(name = "axle", version, about)]
@@ -116,7 +121,8 @@ enum PluginsCommand {
 
 #[derive(Subcommand)]
 enum BenchCommand {
-    /// Loopback echo, 1 KiB: Axle with wasm plugins vs raw framing vs tonic (gRPC).
+    /// Loopback echo: Axle with wasm plugins (and their native twins) vs raw framing vs
+    /// tonic (gRPC): req/s, latency, CPU per request.
     Rpc {
         /// The manifest (default: the one embedded in the binary).
         #[arg(long)]
@@ -127,9 +133,17 @@ enum BenchCommand {
         /// Seconds per system and concurrency.
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
-        /// Only these systems (axle, raw, tonic; repeatable). Default: all three.
+        /// Only these systems (repeatable). Default: all of them.
         #[arg(long = "system")]
         systems: Vec<String>,
+        /// Every payload (64 B, 1 KiB, 16 KiB) at every concurrency (1, 8, 64, 256):
+        /// minutes, not seconds.
+        #[arg(long)]
+        sweep: bool,
+        /// A few cells of the sweep, a fifth of a second each (CI: it runs, the numbers
+        /// are sane). Overrides `--sweep` and `--seconds`.
+        #[arg(long)]
+        short: bool,
     },
     /// A hostile plugin in the path (panics, spins, sleeps, grows, prints) against a
     /// well-behaved one: throughput ratios, p99, and the p99 of a path it is not in.
@@ -228,7 +242,9 @@ fn main() -> ExitCode {
             json,
             seconds,
             systems,
-        }) => commands::bench::rpc(manifest.as_deref(), json, seconds, &systems),
+            sweep,
+            short,
+        }) => commands::bench::rpc(manifest.as_deref(), json, seconds, &systems, sweep, short),
         Command::Bench(BenchCommand::Swap { json }) => commands::bench::swap(json),
         Command::Bench(BenchCommand::Gateway {
             manifest,

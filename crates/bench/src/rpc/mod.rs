@@ -1,22 +1,31 @@
-//! `axle bench rpc`: loopback echo of a 1 KiB payload at concurrency 1 and 64, in one run:
+//! `axle bench rpc`: loopback echo in one run, every system at every cell (payload ×
+//! concurrency) of a [`Plan`]:
 //!
 //! - `axle` — the full client and server pipelines with the manifest's wasm plugins in the
 //!   path (router, selector, limiter; the payload is bytes, so no serializer runs);
+//! - `axle-tls` — the same over TLS (a throwaway CA);
 //! - `raw` — the same framing and multiplexed connection over tokio TCP with no pipeline
 //!   and no plugin: the limit Axle's pipeline can approach;
 //! - `tonic` — gRPC over HTTP/2 echoing the same bytes (no protobuf), one connection.
 //!
-//! Each system gets the same warm-up, duration and concurrency; figures are req/s and
-//! latency percentiles from an HDR histogram, and the ratios the targets speak of.
+//! Each system gets the same warm-up, duration and concurrency; figures are req/s,
+//! latency percentiles from an HDR histogram, CPU time per request (the whole process:
+//! client and server together) and, when the binary counts them, allocations per request
+//! (`alloc_count`), and the ratios the targets speak of.
 
+mod drive;
+mod plan;
+pub mod table;
 mod tonic_echo;
 
+pub(crate) use drive::drive;
+pub use drive::Cell;
+pub use plan::Plan;
+
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axle::core::latency::Latency;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
@@ -29,10 +38,10 @@ use axle::transport::serve::{self, Dispatch, Peer};
 use axle::transport::Keepalive;
 use axle::wire::{Frame, Limits, Metadata};
 
-/// The payload every system echoes.
+/// The payload of the default run (and of the ratios when a sweep measured it).
 pub const PAYLOAD_BYTES: usize = 1024;
 
-/// One system at one concurrency.
+/// One system at one payload and concurrency.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Row {
     pub system: String,
@@ -42,9 +51,16 @@ pub struct Row {
     pub req_per_s: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// The echoed payload.
+    pub payload_bytes: usize,
+    /// Process CPU time (user + system, client and server together) per request.
+    pub cpu_us_per_req: Option<f64>,
+    /// Process allocations per request; `None` unless the binary counts them.
+    pub allocs_per_req: Option<f64>,
 }
 
-/// The ratios the targets are stated in (at the highest concurrency measured).
+/// The ratios the targets are stated in (at the highest concurrency measured, at
+/// [`Report::payload_bytes`]).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Ratios {
     pub concurrency: usize,
@@ -56,49 +72,57 @@ pub struct Ratios {
     pub axle_p99_vs_tonic: f64,
     /// Axle over TLS req/s ÷ Axle over plain TCP req/s (when both ran).
     pub tls_vs_plain: Option<f64>,
+    /// Axle CPU per request ÷ tonic CPU per request.
+    pub axle_cpu_vs_tonic: Option<f64>,
 }
 
 /// The whole run.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Report {
+    /// The payload the ratios are read at.
     pub payload_bytes: usize,
     pub seconds_per_run: f64,
     pub rows: Vec<Row>,
     pub ratios: Option<Ratios>,
+    /// Every payload measured.
+    pub payloads: Vec<usize>,
+    /// Every concurrency measured.
+    pub concurrencies: Vec<usize>,
 }
 
 /// The systems a run can compare.
 pub const SYSTEMS: [&str; 4] = ["axle", "axle-tls", "raw", "tonic"];
 
-/// Runs each of `systems` (default: all) at every concurrency for `duration` each.
+/// Runs each of `systems` (default: all) at every cell of `plan`.
 pub async fn run(
     host: &PluginHost,
     manifest: &Manifest,
-    duration: Duration,
-    concurrencies: &[usize],
+    plan: &Plan,
     systems: &[&str],
 ) -> anyhow::Result<Report> {
     let mut rows = Vec::new();
     if systems.contains(&"axle") {
-        rows.extend(run_axle(host, manifest.clone(), duration, concurrencies).await?);
+        rows.extend(run_axle(host, manifest.clone(), plan).await?);
     }
     if systems.contains(&"axle-tls") {
         let pki = crate::pki::Pki::try_new()?;
         let mut m = manifest.clone();
         m.tls = pki.localhost();
-        rows.extend(run_axle(host, m, duration, concurrencies).await?);
+        rows.extend(run_axle(host, m, plan).await?);
     }
     if systems.contains(&"raw") {
-        rows.extend(run_raw(duration, concurrencies).await?);
+        rows.extend(run_raw(plan).await?);
     }
     if systems.contains(&"tonic") {
-        rows.extend(run_tonic(duration, concurrencies).await?);
+        rows.extend(run_tonic(plan).await?);
     }
-    let top = concurrencies.iter().copied().max().unwrap_or(1);
+    let payload = plan.ratio_payload();
+    let top = plan.concurrencies.iter().copied().max().unwrap_or(1);
     let find = |system: &str| {
         rows.iter()
-            .find(|r| r.system == system && r.concurrency == top)
+            .find(|r| r.system == system && r.concurrency == top && r.payload_bytes == payload)
     };
+    let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?.max(1e-9));
     let ratios = match (find("axle"), find("raw"), find("tonic")) {
         (Some(a), Some(r), Some(t)) => Some(Ratios {
             concurrency: top,
@@ -106,35 +130,32 @@ pub async fn run(
             axle_vs_raw: a.req_per_s / r.req_per_s.max(1e-9),
             axle_p99_vs_tonic: a.p99_us / t.p99_us.max(1e-9),
             tls_vs_plain: find("axle-tls").map(|tls| tls.req_per_s / a.req_per_s.max(1e-9)),
+            axle_cpu_vs_tonic: ratio(a.cpu_us_per_req, t.cpu_us_per_req),
         }),
         _ => None,
     };
     Ok(Report {
-        payload_bytes: PAYLOAD_BYTES,
-        seconds_per_run: duration.as_secs_f64(),
+        payload_bytes: payload,
+        seconds_per_run: plan.duration.as_secs_f64(),
         rows,
         ratios,
+        payloads: plan.payloads.clone(),
+        concurrencies: plan.concurrencies.clone(),
     })
 }
 
-fn body() -> Bytes {
-    Bytes::from(vec![0x5a; PAYLOAD_BYTES])
+fn body(bytes: usize) -> Bytes {
+    Bytes::from(vec![0x5a; bytes])
 }
 
 /// Axle: the full pipelines with the manifest's plugins (over TLS when its `[tls]` says,
 /// and then the row is `axle-tls`).
-async fn run_axle(
-    host: &PluginHost,
-    manifest: Manifest,
-    duration: Duration,
-    concurrencies: &[usize],
-) -> anyhow::Result<Vec<Row>> {
+async fn run_axle(host: &PluginHost, manifest: Manifest, plan: &Plan) -> anyhow::Result<Vec<Row>> {
     let system = if manifest.tls.client.is_some() {
         "axle-tls"
     } else {
         "axle"
     };
-    let body = body();
     let mut rows = Vec::new();
     let server = ServerBuilder::new().with_manifest(host, &manifest)?;
     let server = axle::services::echo::register(server)
@@ -147,10 +168,10 @@ async fn run_axle(
         ClientConfig::new(m)
             .endpoints("echo", [EndpointSpec::new(server.local_addr().to_string())]),
     )?;
-    for &c in concurrencies {
+    for (payload, c) in plan.cells() {
         let client = client.clone();
-        let body = body.clone();
-        let row = drive(system, c, duration, move || {
+        let body = body(payload);
+        let row = drive(plan.cell(system, payload, c), move || {
             let client = client.clone();
             let body = body.clone();
             Box::pin(async move {
@@ -168,8 +189,7 @@ async fn run_axle(
 }
 
 /// The same framing and connection, no pipeline.
-async fn run_raw(duration: Duration, concurrencies: &[usize]) -> anyhow::Result<Vec<Row>> {
-    let body = body();
+async fn run_raw(plan: &Plan) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     let (addr, accept) = start_raw_server().await?;
     let conn = Connection::connect(
@@ -180,10 +200,10 @@ async fn run_raw(duration: Duration, concurrencies: &[usize]) -> anyhow::Result<
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    for &c in concurrencies {
+    for (payload, c) in plan.cells() {
         let conn = conn.clone();
-        let body = body.clone();
-        let row = drive("raw", c, duration, move || {
+        let body = body(payload);
+        let row = drive(plan.cell("raw", payload, c), move || {
             let conn = conn.clone();
             let body = body.clone();
             Box::pin(async move {
@@ -206,17 +226,16 @@ async fn run_raw(duration: Duration, concurrencies: &[usize]) -> anyhow::Result<
 }
 
 /// gRPC over HTTP/2 (tonic), same bytes.
-async fn run_tonic(duration: Duration, concurrencies: &[usize]) -> anyhow::Result<Vec<Row>> {
-    let body = body();
+async fn run_tonic(plan: &Plan) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     let (addr, tonic_server) = tonic_echo::start_server().await?;
     let tonic_client = tonic_echo::EchoClient::connect(addr)
         .await
         .map_err(|e| anyhow::anyhow!("tonic client: {e}"))?;
-    for &c in concurrencies {
+    for (payload, c) in plan.cells() {
         let tc = tonic_client.clone();
-        let body = body.clone();
-        let row = drive("tonic", c, duration, move || {
+        let body = body(payload);
+        let row = drive(plan.cell("tonic", payload, c), move || {
             let mut tc = tc.clone();
             let body = body.clone();
             Box::pin(async move { tc.echo(body).await.is_ok() })
@@ -226,75 +245,6 @@ async fn run_tonic(duration: Duration, concurrencies: &[usize]) -> anyhow::Resul
     }
     tonic_server.abort();
     Ok(rows)
-}
-
-/// `concurrency` loops calling `call` for `duration` after a short warm-up.
-pub(crate) async fn drive<F>(system: &str, concurrency: usize, duration: Duration, call: F) -> Row
-where
-    F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static,
-{
-    let call = Arc::new(call);
-    // Warm-up: connections, caches, the allocator.
-    warm(&call, concurrency, Duration::from_millis(200)).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let hist = Arc::new(Latency::default());
-    let errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let (call, stop, hist, errors) =
-                (call.clone(), stop.clone(), hist.clone(), errors.clone());
-            tokio::spawn(async move {
-                let local = Latency::default();
-                while !stop.load(Relaxed) {
-                    let t = Instant::now();
-                    if call().await {
-                        local.record(t.elapsed().as_nanos() as u64);
-                    } else {
-                        errors.fetch_add(1, Relaxed);
-                    }
-                }
-                hist.merge(&local);
-            })
-        })
-        .collect();
-    tokio::time::sleep(duration).await;
-    stop.store(true, Relaxed);
-    for t in tasks {
-        let _ = t.await;
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    let h = hist.snapshot();
-    Row {
-        system: system.to_string(),
-        concurrency,
-        requests: h.count,
-        errors: errors.load(Relaxed),
-        req_per_s: h.count as f64 / elapsed,
-        p50_us: h.p50_ns as f64 / 1000.0,
-        p99_us: h.p99_ns as f64 / 1000.0,
-    }
-}
-
-async fn warm<F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static>(
-    call: &Arc<F>,
-    concurrency: usize,
-    d: Duration,
-) {
-    let until = Instant::now() + d;
-    let tasks: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let call = call.clone();
-            tokio::spawn(async move {
-                while Instant::now() < until {
-                    call().await;
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        let _ = t.await;
-    }
 }
 
 /// Echoes every request at the transport level: no limiter, no handler lookup, no plugin.

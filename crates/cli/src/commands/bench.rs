@@ -84,6 +84,8 @@ pub fn rpc(
     json: bool,
     seconds: f64,
     systems: &[String],
+    sweep: bool,
+    short: bool,
 ) -> anyhow::Result<ExitCode> {
     for s in systems {
         if !bench::rpc::SYSTEMS.contains(&s.as_str()) {
@@ -104,45 +106,25 @@ pub fn rpc(
         .enable_all()
         .build()?;
     let duration = std::time::Duration::from_secs_f64(seconds.clamp(0.1, 600.0));
-    let concurrencies = [1, 64];
+    let plan = match (short, sweep) {
+        (true, _) => bench::rpc::Plan::short(),
+        (false, true) => bench::rpc::Plan::sweep(duration),
+        (false, false) => bench::rpc::Plan::standard(duration),
+    };
     let progress = crate::progress::spinner(format!(
-        "loopback echo: {} at concurrency {concurrencies:?}, about {:.0} s",
+        "loopback echo: {} at payloads {:?} and concurrency {:?}, about {:.0} s",
         systems.join(", "),
-        duration.as_secs_f64() * (systems.len() * concurrencies.len()) as f64
+        plan.payloads,
+        plan.concurrencies,
+        plan.seconds(systems.len())
     ));
-    let report = rt.block_on(bench::rpc::run(
-        &host,
-        &manifest,
-        duration,
-        &concurrencies,
-        &systems,
-    ));
+    let report = rt.block_on(bench::rpc::run(&host, &manifest, &plan, &systems));
     progress.finish_and_clear();
     let report = report?;
     if json {
         println!("{}", serde_json::to_string(&report)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "loopback echo, {} B payload, {:.1} s per run\n",
-        report.payload_bytes, report.seconds_per_run
-    );
-    println!(
-        "{:<8} {:>11} {:>10} {:>12} {:>10} {:>10} {:>7}",
-        "system", "concurrency", "requests", "req/s", "p50 µs", "p99 µs", "errors"
-    );
-    for r in &report.rows {
-        println!(
-            "{:<8} {:>11} {:>10} {:>12.0} {:>10.1} {:>10.1} {:>7}",
-            r.system, r.concurrency, r.requests, r.req_per_s, r.p50_us, r.p99_us, r.errors
-        );
-    }
-    if let Some(x) = &report.ratios {
-        println!(
-            "\nat concurrency {}: axle/tonic req/s {:.2} (target >= 1.5), axle/raw req/s {:.2} \
-             (target >= 0.7), axle/tonic p99 {:.2} (target <= 1)",
-            x.concurrency, x.axle_vs_tonic, x.axle_vs_raw, x.axle_p99_vs_tonic
-        );
+    } else {
+        print!("{}", bench::rpc::table::render(&report));
     }
     Ok(ExitCode::SUCCESS)
 }

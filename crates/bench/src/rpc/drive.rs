@@ -1,0 +1,108 @@
+//! One measured cell: `concurrency` loops calling one system for a while, after a short
+//! warm-up, with latency from an HDR histogram and the process's CPU time and allocations
+//! read around the measured part only (the warm-up's connection set-up and first-touch
+//! allocations would otherwise be charged to the steady state).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axle::core::latency::Latency;
+use futures::future::BoxFuture;
+
+use super::Row;
+use crate::{alloc_count, cpu};
+
+/// What one cell is: the system, its payload and concurrency, how long it runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Cell<'a> {
+    pub system: &'a str,
+    pub payload_bytes: usize,
+    pub concurrency: usize,
+    pub duration: Duration,
+    pub warm_up: Duration,
+}
+
+/// Runs `cell`: warm-up, then `concurrency` loops calling `call` for `cell.duration`.
+pub(crate) async fn drive<F>(cell: Cell<'_>, call: F) -> Row
+where
+    F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static,
+{
+    let call = Arc::new(call);
+    warm(&call, cell.concurrency, cell.warm_up).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let hist = Arc::new(Latency::default());
+    let errors = Arc::new(AtomicU64::new(0));
+    let cpu_before = cpu::process_cpu();
+    let allocs_before = alloc_count::process_allocations();
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..cell.concurrency)
+        .map(|_| {
+            let (call, stop, hist, errors) =
+                (call.clone(), stop.clone(), hist.clone(), errors.clone());
+            tokio::spawn(async move {
+                let local = Latency::default();
+                while !stop.load(Relaxed) {
+                    let t = Instant::now();
+                    if call().await {
+                        local.record(t.elapsed().as_nanos() as u64);
+                    } else {
+                        errors.fetch_add(1, Relaxed);
+                    }
+                }
+                hist.merge(&local);
+            })
+        })
+        .collect();
+    tokio::time::sleep(cell.duration).await;
+    stop.store(true, Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let h = hist.snapshot();
+    let per_request = |delta: f64| delta / (h.count.max(1) as f64);
+    let cpu_us_per_req = match (cpu_before, cpu::process_cpu()) {
+        (Some(before), Some(after)) => Some(per_request(
+            after.saturating_sub(before).as_secs_f64() * 1e6,
+        )),
+        _ => None,
+    };
+    let allocs_per_req = match (allocs_before, alloc_count::process_allocations()) {
+        (Some(before), Some(after)) => Some(per_request(after.saturating_sub(before) as f64)),
+        _ => None,
+    };
+    Row {
+        system: cell.system.to_string(),
+        concurrency: cell.concurrency,
+        requests: h.count,
+        errors: errors.load(Relaxed),
+        req_per_s: h.count as f64 / elapsed,
+        p50_us: h.p50_ns as f64 / 1000.0,
+        p99_us: h.p99_ns as f64 / 1000.0,
+        payload_bytes: cell.payload_bytes,
+        cpu_us_per_req,
+        allocs_per_req,
+    }
+}
+
+async fn warm<F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static>(
+    call: &Arc<F>,
+    concurrency: usize,
+    d: Duration,
+) {
+    let until = Instant::now() + d;
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let call = call.clone();
+            tokio::spawn(async move {
+                while Instant::now() < until {
+                    call().await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
+}

@@ -1,0 +1,69 @@
+//! The text table `axle bench rpc` prints: kept beside the report so a test can check
+//! that every row comes out, and the CLI stays a thin front end.
+
+use std::fmt::Write;
+
+use super::Report;
+
+/// The report as the table `axle bench rpc` prints.
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "loopback echo, payloads {:?} B, concurrency {:?}, {:.1} s per run\n",
+        report.payloads, report.concurrencies, report.seconds_per_run
+    );
+    let _ = writeln!(
+        out,
+        "{:<12} {:>8} {:>11} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}",
+        "system",
+        "payload",
+        "concurrency",
+        "requests",
+        "req/s",
+        "p50 µs",
+        "p99 µs",
+        "cpu µs/req",
+        "allocs/req",
+        "errors"
+    );
+    let opt = |v: Option<f64>, precision: usize| {
+        v.map_or_else(|| "-".to_string(), |v| format!("{v:.precision$}"))
+    };
+    for r in &report.rows {
+        let _ = writeln!(
+            out,
+            "{:<12} {:>8} {:>11} {:>10} {:>12.0} {:>10.1} {:>10.1} {:>10} {:>10} {:>7}",
+            r.system,
+            r.payload_bytes,
+            r.concurrency,
+            r.requests,
+            r.req_per_s,
+            r.p50_us,
+            r.p99_us,
+            opt(r.cpu_us_per_req, 2),
+            opt(r.allocs_per_req, 1),
+            r.errors
+        );
+    }
+    if let Some(x) = &report.ratios {
+        let _ = writeln!(
+            out,
+            "\nat {} B, concurrency {}: axle/tonic req/s {:.2} (target >= 1.5), axle/raw req/s \
+             {:.2} (target >= 0.7), axle/tonic p99 {:.2} (target <= 1), axle/tonic cpu per \
+             request {}",
+            report.payload_bytes,
+            x.concurrency,
+            x.axle_vs_tonic,
+            x.axle_vs_raw,
+            x.axle_p99_vs_tonic,
+            opt(x.axle_cpu_vs_tonic, 2)
+        );
+    }
+    if report.rows.iter().all(|r| r.allocs_per_req.is_none()) {
+        out.push_str(
+            "\n(allocations are counted only by a build with `--features count-allocs`)\n",
+        );
+    }
+    out
+}
