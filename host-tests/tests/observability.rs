@@ -38,6 +38,21 @@ fn get(addr: &str, path: &str) -> (u16, String) {
     http(addr, "GET", path, &[], "")
 }
 
+/// `GET /readyz`'s status, or `None` once the port is gone: a stopping process may close
+/// it between the connect and the answer (a reset), which is what is being waited for.
+fn readiness_or_gone(addr: &str) -> Option<u16> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(WAIT)).ok()?;
+    write!(
+        s,
+        "GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    raw.split(' ').nth(1)?.parse().ok()
+}
+
 /// Every sample of a Prometheus text scrape, `name{labels}` → value; fails the test on
 /// a line that is neither a comment nor `name{labels} value`.
 fn samples(text: &str) -> BTreeMap<String, f64> {
@@ -184,7 +199,7 @@ fn a_provider_answers_metrics_stats_health_and_readiness_over_http_and_frames() 
     // Stopping: not ready any more (or already gone).
     p.terminate();
     wait_for("/readyz to stop answering 200", || {
-        TcpStream::connect(&admin).is_err() || get(&admin, "/readyz").0 == 503
+        readiness_or_gone(&admin).is_none_or(|status| status == 503)
     });
 }
 
