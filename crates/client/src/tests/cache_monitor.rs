@@ -1,6 +1,6 @@
-//! Result caching and the monitoring switch against scripted endpoints: a cached method
-//! sends a request once per distinct body, and with `monitor = false` nothing is counted
-//! while calls still succeed and breakers still open.
+//! Result caching and monitoring against scripted endpoints: a cached method sends a
+//! request once per distinct body; with `monitor = false` nothing is counted while calls
+//! still succeed and breakers still open; every retry, failover and hedge is logged.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -134,4 +134,101 @@ async fn monitor_off_counts_nothing_and_breakers_still_open() {
     assert_eq!((n.calls, n.ok, n.errors.len()), (0, 0, 0));
     assert_eq!((n.retries, n.failovers, n.hedges), (0, 0, 0));
     assert_eq!(n.latency_histogram.count, 0);
+}
+
+/// What a `tracing` subscriber wrote, shared with the test.
+#[derive(Clone, Default)]
+struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+// One thread: the subscriber set for it sees every event of the call.
+#[tokio::test(flavor = "current_thread")]
+async fn every_retry_failover_and_hedge_is_logged_with_its_reason() {
+    let log = Log::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _on = tracing::subscriber::set_default(subscriber);
+    let (host, _cache) = host();
+    let (failing, other, overloaded) = (
+        Fake::start(Mode::Failing).await,
+        Fake::start(Mode::Failing).await,
+        Fake::start(Mode::Overloaded).await,
+    );
+    // A retry goes to an endpoint not tried yet: two that fail.
+    let retried = client(
+        &host,
+        vec![failing.spec(), other.spec()],
+        "",
+        "idempotent = true\nretries = 1\nbreaker = false\nretry-budget-min-per-s = 1000",
+    );
+    assert!(send(&retried, b"x").await.is_err());
+    let refused = client(
+        &host,
+        vec![overloaded.spec(), failing.spec()],
+        "",
+        "retries = 0\nmax-failovers = 1\nbreaker = false\nretry-budget-min-per-s = 1000",
+    );
+    // The overloaded endpoint is picked first at some point: call until a failover shows.
+    for _ in 0..20 {
+        if counts(&refused).failovers > 0 {
+            break;
+        }
+        let _ = send(&refused, b"x").await;
+    }
+    assert!(counts(&refused).failovers > 0);
+    // A hedge: the silent endpoint picked first, the backup goes to the other.
+    let silent = Fake::start(Mode::Silent).await;
+    let echo = Fake::start(Mode::Echo).await;
+    let hedged = client(
+        &host,
+        vec![silent.spec(), echo.spec()],
+        "",
+        "idempotent = true\nhedge-delay-ms = 20\ntimeout-ms = 5000\nretry-budget-min-per-s = 1000",
+    );
+    for _ in 0..20 {
+        if counts(&hedged).hedges > 0 {
+            break;
+        }
+        send(&hedged, b"x").await.unwrap();
+    }
+    assert!(counts(&hedged).hedges > 0);
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let line = |what: &str| {
+        text.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what:?} line in:\n{text}"))
+            .to_string()
+    };
+    let retry = line("retrying");
+    for field in [
+        "service=svc",
+        "method=\"m\"",
+        "attempt=2",
+        "reason=",
+        "internal",
+    ] {
+        assert!(retry.contains(field), "{field} in {retry}");
+    }
+    let failover = line("failing over");
+    for field in ["service=svc", "attempt=2", "overloaded"] {
+        assert!(failover.contains(field), "{field} in {failover}");
+    }
+    let hedge = line("hedging");
+    for field in ["service=svc", "attempt=2", "hedge-delay-ms"] {
+        assert!(hedge.contains(field), "{field} in {hedge}");
+    }
 }
