@@ -41,7 +41,7 @@ impl Gateway {
     fn start(registry: &str, app: &str) -> Gateway {
         let mut child = Command::new(axle_bin())
             .args(["gateway", "--listen", "127.0.0.1:0", "--registry", registry])
-            .args(["--app", app])
+            .args(["--consumer-app", app])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

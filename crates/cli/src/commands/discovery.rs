@@ -28,8 +28,9 @@ pub struct Args {
     #[arg(long)]
     pub secondary_group: Option<String>,
     /// This consumer's application, registered with it on etcd (`axle consumers`).
+    /// (`--consumer-app`: `axle sidecar`'s `--app` is the application's URL.)
     #[arg(long, default_value = "axle")]
-    pub app: String,
+    pub consumer_app: String,
 }
 
 impl Args {
@@ -98,7 +99,7 @@ impl Args {
                 manifest.discovery.warmup(),
                 Duration::from_millis(250),
             )?;
-            f.register_consumer(backend.as_ref(), &key, &self.app).await;
+            f.register_consumer(backend.as_ref(), &key, &self.consumer_app).await;
             if !f.synced(Duration::from_secs(3)).await {
                 tracing::warn!(
                     service,
