@@ -117,3 +117,63 @@ pub fn limiter(
 pub fn config(flat: Vec<(String, ConfigValue)>) -> Config {
     Config { entries: flat }
 }
+
+/// A shipped selector as the plugin host's native twin (`axle bench rpc`'s
+/// `axle-native` row): the SDK runtime the component wraps, called directly.
+struct HostTwin<T: Selector>(SelectorRuntime<T>);
+
+impl<T: Selector + Send> axle::plugin::native::NativeSelector for HostTwin<T>
+where
+    SelectorRuntime<T>: Send,
+{
+    fn endpoints_changed(&mut self, table: axle_sdk::EndpointTable) {
+        self.0.endpoints_changed(table)
+    }
+    fn define_set(&mut self, id: u32, members: Vec<u32>) {
+        self.0.define_set(id, members)
+    }
+    fn select(&mut self, id: u32, hash_key: u64) -> Option<u32> {
+        self.0.select(id, hash_key)
+    }
+    fn feedback(&mut self, outcomes: &[axle_sdk::Outcome]) {
+        self.0.feedback(outcomes)
+    }
+}
+
+/// The twins a plugin host runs in place of the shipped selectors' components.
+pub fn host_natives() -> axle::plugin::native::Natives {
+    use axle::plugin::native::{MakeSelector, NativeSelector};
+    fn make<T: Selector + Send + 'static>() -> MakeSelector
+    where
+        SelectorRuntime<T>: Send,
+    {
+        std::sync::Arc::new(|flat: &[(String, ConfigValue)]| {
+            let runtime = SelectorRuntime::<T>::new(&config(flat.to_vec()))?;
+            Ok(Box::new(HostTwin(runtime)) as Box<dyn NativeSelector>)
+        })
+    }
+    axle::plugin::native::Natives::default()
+        .selector(
+            "smooth-weighted",
+            make::<axle_plugin_smooth_weighted::SmoothWeighted>(),
+        )
+        .selector("round-robin", make::<axle_plugin_round_robin::RoundRobin>())
+        .selector("random", make::<axle_plugin_random::Random>())
+        .selector(
+            "weighted-random",
+            make::<axle_plugin_weighted_random::WeightedRandom>(),
+        )
+        .selector(
+            "least-active",
+            make::<axle_plugin_least_active::LeastActive>(),
+        )
+        .selector("p2c-ewma", make::<axle_plugin_p2c_ewma::P2cEwma>())
+        .selector(
+            "consistent-hash",
+            make::<axle_plugin_consistent_hash::ConsistentHash>(),
+        )
+        .selector(
+            "shortest-response",
+            make::<axle_plugin_shortest_response::ShortestResponse>(),
+        )
+}

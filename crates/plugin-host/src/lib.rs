@@ -17,6 +17,7 @@ pub mod defaults;
 pub mod engine;
 pub mod host_state;
 pub mod kinds;
+pub mod native;
 pub mod pool;
 pub mod quarantine;
 mod rebuild;
@@ -83,6 +84,21 @@ pub struct LoadReport {
     pub digest: [u8; 32],
 }
 
+impl LoadReport {
+    /// A native twin's: nothing compiled, nothing instantiated, one instance.
+    fn native() -> LoadReport {
+        LoadReport {
+            size_bytes: 0,
+            cache_hit: false,
+            compile: Duration::ZERO,
+            artifact_bytes: None,
+            instantiate: Duration::ZERO,
+            instances: 1,
+            digest: [0; 32],
+        }
+    }
+}
+
 /// A loaded plugin of any kind (shared: one plugin may fill slots of many services).
 pub enum Plugin {
     Serializer(Arc<SerializerPlugin>),
@@ -110,6 +126,8 @@ pub struct PluginHost {
     facts: Arc<FactsTable>,
     /// Told when a plugin must be compiled (a cache miss) and when that is done.
     compile_hook: Option<CompileHook>,
+    /// Native twins to run in place of builtin components (none unless given).
+    natives: native::Natives,
 }
 
 impl PluginHost {
@@ -133,6 +151,7 @@ impl PluginHost {
             cache,
             facts: FactsTable::new(),
             compile_hook: None,
+            natives: native::Natives::default(),
         })
     }
 
@@ -140,6 +159,13 @@ impl PluginHost {
     /// shows progress with it; loads from the cache say nothing).
     pub fn on_compile(mut self, hook: CompileHook) -> Self {
         self.compile_hook = Some(hook);
+        self
+    }
+
+    /// Runs these native twins in place of the builtin components they name (`native.rs`:
+    /// for measuring what the wasm boundary costs, not for serving).
+    pub fn with_natives(mut self, natives: native::Natives) -> Self {
+        self.natives = natives;
         self
     }
 
@@ -185,6 +211,19 @@ impl PluginHost {
                 let plugin = SerializerPlugin::new(instances).map_err(|f| fail(f.to_string()))?;
                 (Plugin::Serializer(Arc::new(plugin)), report)
             }
+            PluginKind::Selector if self.native_selector(spec).is_some() => {
+                let make = self.native_selector(spec).expect("checked above");
+                let twin = make(&config::flatten(&spec.config)).map_err(fail)?;
+                let owner = pool::Owner {
+                    name: spec.name.as_str().into(),
+                    stats: stats.clone(),
+                    timeout_ms: spec.timeout_ms,
+                };
+                (
+                    Plugin::Selector(Arc::new(SelectorPlugin::native(twin, owner))),
+                    LoadReport::native(),
+                )
+            }
             PluginKind::Selector => {
                 let (instances, report) = self.instances::<SelectorKind>(spec, &stats)?;
                 (
@@ -225,6 +264,14 @@ impl PluginHost {
             report,
             stats,
         })
+    }
+
+    /// The native twin given for this selector's builtin component, if any.
+    fn native_selector(&self, spec: &PluginSpec) -> Option<&native::MakeSelector> {
+        match &spec.component {
+            ComponentSource::Builtin(name) => self.natives.selector_for(name),
+            ComponentSource::File(_) => None,
+        }
     }
 
     /// The floor component of `axle bench plugins`, as a live instance.

@@ -3,6 +3,9 @@
 //!
 //! - `axle` — the full client and server pipelines with the manifest's wasm plugins in the
 //!   path (router, selector, limiter; the payload is bytes, so no serializer runs);
+//! - `axle-native` — the same pipelines with the selector's native twin in place of its
+//!   component (`axle_plugin_host::native`): `axle` ÷ this is what the wasm boundary
+//!   costs end to end;
 //! - `axle-tls` — the same over TLS (a throwaway CA);
 //! - `raw` — the same framing and multiplexed connection over tokio TCP with no pipeline
 //!   and no plugin: the limit Axle's pipeline can approach;
@@ -74,6 +77,10 @@ pub struct Ratios {
     pub tls_vs_plain: Option<f64>,
     /// Axle CPU per request ÷ tonic CPU per request.
     pub axle_cpu_vs_tonic: Option<f64>,
+    /// Axle req/s with wasm plugins ÷ with the native twins (when both ran).
+    pub wasm_vs_native: Option<f64>,
+    /// Axle CPU per request with wasm plugins ÷ with the native twins.
+    pub wasm_vs_native_cpu: Option<f64>,
 }
 
 /// The whole run.
@@ -91,7 +98,7 @@ pub struct Report {
 }
 
 /// The systems a run can compare.
-pub const SYSTEMS: [&str; 4] = ["axle", "axle-tls", "raw", "tonic"];
+pub const SYSTEMS: [&str; 5] = ["axle", "axle-native", "axle-tls", "raw", "tonic"];
 
 /// Runs each of `systems` (default: all) at every cell of `plan`.
 pub async fn run(
@@ -102,13 +109,17 @@ pub async fn run(
 ) -> anyhow::Result<Report> {
     let mut rows = Vec::new();
     if systems.contains(&"axle") {
-        rows.extend(run_axle(host, manifest.clone(), plan).await?);
+        rows.extend(run_axle(host, "axle", manifest.clone(), plan).await?);
+    }
+    if systems.contains(&"axle-native") {
+        let natives = PluginHost::with_default_cache()?.with_natives(crate::native::host_natives());
+        rows.extend(run_axle(&natives, "axle-native", manifest.clone(), plan).await?);
     }
     if systems.contains(&"axle-tls") {
         let pki = crate::pki::Pki::try_new()?;
         let mut m = manifest.clone();
         m.tls = pki.localhost();
-        rows.extend(run_axle(host, m, plan).await?);
+        rows.extend(run_axle(host, "axle-tls", m, plan).await?);
     }
     if systems.contains(&"raw") {
         rows.extend(run_raw(plan).await?);
@@ -131,6 +142,9 @@ pub async fn run(
             axle_p99_vs_tonic: a.p99_us / t.p99_us.max(1e-9),
             tls_vs_plain: find("axle-tls").map(|tls| tls.req_per_s / a.req_per_s.max(1e-9)),
             axle_cpu_vs_tonic: ratio(a.cpu_us_per_req, t.cpu_us_per_req),
+            wasm_vs_native: find("axle-native").map(|n| a.req_per_s / n.req_per_s.max(1e-9)),
+            wasm_vs_native_cpu: find("axle-native")
+                .and_then(|n| ratio(a.cpu_us_per_req, n.cpu_us_per_req)),
         }),
         _ => None,
     };
@@ -148,14 +162,14 @@ fn body(bytes: usize) -> Bytes {
     Bytes::from(vec![0x5a; bytes])
 }
 
-/// Axle: the full pipelines with the manifest's plugins (over TLS when its `[tls]` says,
-/// and then the row is `axle-tls`).
-async fn run_axle(host: &PluginHost, manifest: Manifest, plan: &Plan) -> anyhow::Result<Vec<Row>> {
-    let system = if manifest.tls.client.is_some() {
-        "axle-tls"
-    } else {
-        "axle"
-    };
+/// Axle: the full pipelines with the manifest's plugins as `host` runs them (components,
+/// or native twins), over TLS when the manifest's `[tls]` says.
+async fn run_axle(
+    host: &PluginHost,
+    system: &str,
+    manifest: Manifest,
+    plan: &Plan,
+) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     let server = ServerBuilder::new().with_manifest(host, &manifest)?;
     let server = axle::services::echo::register(server)

@@ -59,6 +59,14 @@ pub fn render(report: &Report) -> String {
             x.axle_p99_vs_tonic,
             opt(x.axle_cpu_vs_tonic, 2)
         );
+        if let Some(ratio) = x.wasm_vs_native {
+            let _ = writeln!(
+                out,
+                "wasm plugins vs native twins (axle/axle-native): req/s {ratio:.2}, cpu per \
+                 request {}",
+                opt(x.wasm_vs_native_cpu, 2)
+            );
+        }
     }
     if report.rows.iter().all(|r| r.allocs_per_req.is_none()) {
         out.push_str(

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::bindings::wit;
+use crate::native::NativeSelector;
 use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
@@ -28,24 +29,47 @@ struct SetMembers {
     sorted: Vec<u32>,
 }
 
+/// What answers the calls: a sandboxed instance, or a native twin (`native.rs`; it
+/// cannot fault, so it never needs replay).
+enum Runner {
+    Wasm(Instance<SelectorKind>),
+    Native(Box<dyn NativeSelector>),
+}
+
 /// One instance with everything pushed to it, so a replacement can be brought up to date.
 struct Member {
-    inst: Instance<SelectorKind>,
+    runner: Runner,
     table: Option<Arc<wit::EndpointTable>>,
     /// Bumped whenever the state a replacement must replay changes.
     generation: u64,
     sets: HashMap<u32, Arc<SetMembers>>,
-    pending: Vec<wit::Outcome>,
+    pending: Vec<axle_spi::Outcome>,
+    /// `pending` in the component's types, reused batch after batch.
+    wire: Vec<wit::Outcome>,
+    stats: Arc<crate::PluginStats>,
 }
 
 impl Member {
-    fn ensure(&mut self) -> Result<(), Fault> {
-        if self.inst.is_live() {
-            return Ok(());
+    fn new(runner: Runner, stats: Arc<crate::PluginStats>) -> Member {
+        Member {
+            runner,
+            table: None,
+            sets: HashMap::new(),
+            generation: 0,
+            pending: Vec::with_capacity(FEEDBACK_BATCH),
+            wire: Vec::with_capacity(FEEDBACK_BATCH),
+            stats,
         }
+    }
+
+    fn ensure(&mut self) -> Result<(), Fault> {
+        let inst = match &mut self.runner {
+            Runner::Wasm(inst) if !inst.is_live() => inst,
+            _ => return Ok(()),
+        };
         let table = self.table.clone();
         let sets: Vec<_> = self.sets.iter().map(|(k, v)| (*k, v.clone())).collect();
-        self.inst.ensure(self.generation, move |bindings, store| {
+        inst.ensure(self.generation, move |bindings, store| {
             if let Some(table) = &table {
                 bindings.call_endpoints_changed(&mut *store, table)?;
             }
@@ -58,12 +82,60 @@ impl Member {
 
     fn flush(&mut self) {
         if !self.pending.is_empty() && self.ensure().is_ok() {
-            let pending = &self.pending;
-            let _ = self
-                .inst
-                .call("feedback", |b, s| b.call_feedback(s, pending));
+            match &mut self.runner {
+                Runner::Wasm(inst) => {
+                    self.wire.clear();
+                    self.wire
+                        .extend(self.pending.iter().map(crate::convert::outcome));
+                    let wire = &self.wire;
+                    let _ = inst.call("feedback", |b, s| b.call_feedback(s, wire));
+                }
+                Runner::Native(twin) => twin.feedback(&self.pending),
+            }
         }
         self.pending.clear();
+    }
+
+    fn endpoints_changed(&mut self, table: &axle_spi::EndpointTable, wire: &wit::EndpointTable) {
+        match &mut self.runner {
+            // A fault here already discarded the instance; its replacement gets the table
+            // by replay.
+            Runner::Wasm(inst) => {
+                let _ = inst.call("endpoints-changed", |b, s| {
+                    b.call_endpoints_changed(s, wire)
+                });
+            }
+            Runner::Native(twin) => twin.endpoints_changed(table.clone()),
+        }
+    }
+
+    fn define_set(&mut self, id: u32, members: &[u32]) {
+        match &mut self.runner {
+            Runner::Wasm(inst) => {
+                let _ = inst.call("define-set", |b, s| {
+                    b.call_define_set(s, wire_id(id), members)
+                });
+            }
+            Runner::Native(twin) => twin.define_set(wire_id(id), members.to_vec()),
+        }
+    }
+
+    fn select(&mut self, id: u32, hash_key: u64) -> Result<Option<u32>, Fault> {
+        match &mut self.runner {
+            Runner::Wasm(inst) => {
+                inst.call("select", |b, s| b.call_select(s, wire_id(id), hash_key))
+            }
+            Runner::Native(twin) => Ok(twin.select(wire_id(id), hash_key)),
+        }
+    }
+
+    fn fault(&self, what: &str, fault: &Fault) {
+        match &self.runner {
+            Runner::Wasm(inst) => inst.fault(what, fault),
+            Runner::Native(_) => {
+                self.stats.fault(fault);
+            }
+        }
     }
 }
 
@@ -97,7 +169,7 @@ thread_local! {
     /// Outcomes waiting for delivery, per selector plugin, on this thread: a call adds to
     /// its thread's buffer without taking the plugin's lock; a full buffer is delivered in
     /// one `feedback` call.
-    static FEEDBACK: std::cell::RefCell<HashMap<u64, Vec<wit::Outcome>>> =
+    static FEEDBACK: std::cell::RefCell<HashMap<u64, Vec<axle_spi::Outcome>>> =
         std::cell::RefCell::new(HashMap::new());
 }
 
@@ -121,21 +193,23 @@ impl SelectorPlugin {
 
     pub(crate) fn new(instances: Vec<Instance<SelectorKind>>) -> Self {
         let owner = instances[0].pool_owner();
+        let members = instances
+            .into_iter()
+            .map(|inst| Member::new(Runner::Wasm(inst), owner.stats.clone()))
+            .collect();
+        SelectorPlugin::with_pool(Pool::new(members, owner))
+    }
+
+    /// A selector answered by a native twin (one member, like a stateful component).
+    pub(crate) fn native(twin: Box<dyn NativeSelector>, owner: crate::pool::Owner) -> Self {
+        let member = Member::new(Runner::Native(twin), owner.stats.clone());
+        SelectorPlugin::with_pool(Pool::new(vec![member], owner))
+    }
+
+    fn with_pool(pool: Pool<Member>) -> Self {
         SelectorPlugin {
             id: NEXT_SELECTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            pool: Pool::new(
-                instances
-                    .into_iter()
-                    .map(|inst| Member {
-                        inst,
-                        table: None,
-                        sets: HashMap::new(),
-                        generation: 0,
-                        pending: Vec::with_capacity(FEEDBACK_BATCH),
-                    })
-                    .collect(),
-                owner,
-            ),
+            pool,
             interned: std::sync::Mutex::new(HashMap::new()),
             next_set: std::sync::atomic::AtomicU32::new(0),
         }
@@ -165,21 +239,17 @@ impl SelectorPlugin {
 
     /// Pushes a new endpoint table to every instance; every set is forgotten.
     pub fn endpoints_changed(&self, table: &axle_spi::EndpointTable) {
-        let table = Arc::new(crate::convert::table(table));
+        let wire = Arc::new(crate::convert::table(table));
         self.interned
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         self.pool.each(|member| {
             member.sets.clear();
-            member.table = Some(table.clone());
+            member.table = Some(wire.clone());
             member.generation += 1;
             if member.ensure().is_ok() {
-                // A fault here already discarded the instance; its replacement gets the
-                // table by replay.
-                let _ = member.inst.call("endpoints-changed", |b, s| {
-                    b.call_endpoints_changed(s, &table)
-                });
+                member.endpoints_changed(table, &wire);
             }
         });
     }
@@ -197,9 +267,7 @@ impl SelectorPlugin {
             member.sets.insert(id, set.clone());
             member.generation += 1;
             if member.ensure().is_ok() {
-                let _ = member.inst.call("define-set", |b, s| {
-                    b.call_define_set(s, wire_id(id), &set.ids)
-                });
+                member.define_set(id, &set.ids);
             }
         });
     }
@@ -215,9 +283,7 @@ impl SelectorPlugin {
                 return None;
             }
             let answer = match member.ensure() {
-                Ok(()) => member
-                    .inst
-                    .call("select", |b, s| b.call_select(s, wire_id(id), hash_key)),
+                Ok(()) => member.select(id, hash_key),
                 Err(fault) => Err(fault),
             };
             match answer {
@@ -228,7 +294,7 @@ impl SelectorPlugin {
                     })
                 }
                 Ok(Some(endpoint)) => {
-                    member.inst.fault(
+                    member.fault(
                         "select",
                         &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
                     );
@@ -251,7 +317,7 @@ impl SelectorPlugin {
     /// Records a finished call; delivered to the plugin in batches of
     /// [`FEEDBACK_BATCH`] from each thread.
     pub fn feedback(&self, outcome: &axle_spi::Outcome) {
-        let outcome = crate::convert::outcome(outcome);
+        let outcome = *outcome;
         let full = FEEDBACK.with(|buffers| {
             let mut buffers = buffers.borrow_mut();
             let buffer = buffers.entry(self.id).or_default();
