@@ -31,6 +31,9 @@ struct SetMembers {
 
 /// What answers the calls: a sandboxed instance, or a native twin (`native.rs`; it
 /// cannot fault, so it never needs replay).
+// One per pool member, a handful per plugin: boxing the instance would only add an
+// indirection to every wasm call.
+#[allow(clippy::large_enum_variant)]
 enum Runner {
     Wasm(Instance<SelectorKind>),
     Native(Box<dyn NativeSelector>),
