@@ -122,7 +122,10 @@ impl Applier {
                 None
             }
         };
-        match self.client.swap(&self.base.host, self.manifest(&in_force)) {
+        match self
+            .client
+            .swap(&self.base.host, with_rules(&self.started, &in_force))
+        {
             Ok(_) => {
                 tracing::info!(service, revision, "run-time rule applied");
                 self.client.set_rule_status(RuleStatus {
@@ -164,24 +167,52 @@ impl Applier {
             refused: Some(RefusedRule { revision, error }),
         });
     }
+}
 
-    /// The started manifest with each ruled service's governance tiers taken from its
-    /// rule's manifest (a rule writes nothing else).
-    fn manifest(&self, in_force: &BTreeMap<String, (i64, Manifest)>) -> Manifest {
-        let mut m = self.started.clone();
-        for (service, (_, ruled)) in in_force {
-            m.service_governance.remove(service);
-            m.method_governance.retain(|(s, _), _| s != service);
-            if let Some(tier) = ruled.service_governance.get(service) {
-                m.service_governance.insert(service.clone(), tier.clone());
-            }
-            for ((s, method), tier) in &ruled.method_governance {
-                if s == service {
-                    m.method_governance
-                        .insert((s.clone(), method.clone()), tier.clone());
-                }
+/// `started` with each ruled service's governance tiers taken from its rule's manifest
+/// (a rule writes nothing else, and the rest of `started` keeps the command line's
+/// adjustments).
+fn with_rules(started: &Manifest, in_force: &BTreeMap<String, (i64, Manifest)>) -> Manifest {
+    let mut m = started.clone();
+    for (service, (_, ruled)) in in_force {
+        m.service_governance.remove(service);
+        m.method_governance.retain(|(s, _), _| s != service);
+        if let Some(tier) = ruled.service_governance.get(service) {
+            m.service_governance.insert(service.clone(), tier.clone());
+        }
+        for ((s, method), tier) in &ruled.method_governance {
+            if s == service {
+                m.method_governance
+                    .insert((s.clone(), method.clone()), tier.clone());
             }
         }
-        m
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_changes_only_its_service_and_keeps_the_started_adjustments() {
+        let layered = Manifest::layered(None).expect("the embedded manifest");
+        let mut started = Manifest::from_layers(&layered).expect("valid");
+        started.endpoints.clear(); // an adjustment made after loading (like `axle demo`)
+        let rule = "[governance]\nretries = 0\n[methods.get]\ntimeout-ms = 77\n";
+        let ruled = axle::manifest::rules::apply(&layered, "kv", rule).expect("a good rule");
+        let in_force = BTreeMap::from([("kv".to_string(), (5, ruled))]);
+        let m = with_rules(&started, &in_force);
+        assert_eq!(m.governance("kv", "get").timeout_ms, 77);
+        assert_eq!(m.governance("kv", "other").retries, 0);
+        // kv's other declared method keeps its manifest tier; other services are untouched.
+        assert!(!m.governance("kv", "put").idempotent);
+        assert!(m.governance("echo", "say").idempotent);
+        assert_eq!(m.governance("echo", "say").retries, 2);
+        assert!(m.endpoints.is_empty());
+        // No rule in force: the started manifest's tiers again.
+        let plain = with_rules(&started, &BTreeMap::new());
+        assert_eq!(plain.governance("kv", "other").retries, 2);
+        assert_eq!(plain.governance("kv", "get").timeout_ms, 1000);
     }
 }
