@@ -21,12 +21,7 @@ const FIXTURES: &[(&str, &str)] = &[
 
 fn main() {
     let root = workspace_root(1);
-    for dir in [
-        "host-tests/fixtures",
-        "sdk",
-        "crates/spi",
-        "Cargo.lock",
-    ] {
+    for dir in ["host-tests/fixtures", "sdk", "crates/spi", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     println!("cargo:rerun-if-changed=../crates/builtins/guest_build.rs");

@@ -20,7 +20,11 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ("least-active", "axle-plugin-least-active", "selector"),
     ("p2c-ewma", "axle-plugin-p2c-ewma", "selector"),
     ("consistent-hash", "axle-plugin-consistent-hash", "selector"),
-    ("shortest-response", "axle-plugin-shortest-response", "selector"),
+    (
+        "shortest-response",
+        "axle-plugin-shortest-response",
+        "selector",
+    ),
     ("tag", "axle-plugin-tag", "router"),
     ("availability", "axle-plugin-availability", "health-scorer"),
     ("token-bucket", "axle-plugin-token-bucket", "limiter"),

@@ -39,9 +39,7 @@ pub fn build(ex: &Example) -> Result<PathBuf> {
     fs::create_dir_all(&gen).with_context(|| format!("creating {}", gen.display()))?;
 
     let mut resolve = Resolve::default();
-    let (pkg, _) = resolve
-        .push_dir(&ex.wit)
-        .context("step `parse WIT`")?;
+    let (pkg, _) = resolve.push_dir(&ex.wit).context("step `parse WIT`")?;
     let world = resolve
         .select_world(&[pkg], Some(&ex.world))
         .with_context(|| format!("step `parse WIT`: world `{}`", ex.world))?;

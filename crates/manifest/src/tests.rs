@@ -157,10 +157,19 @@ fn result_caching_is_per_method_and_needs_an_idempotent_method() {
 fn compression_is_global_and_named() {
     let m = parse("[governance]\ncompression = \"lz4\"\ncompression-min-bytes = 64\n").unwrap();
     let c = m.compression();
-    assert_eq!((c.encoding, c.min_bytes), (Some(axle_wire::Encoding::Lz4), 64));
-    assert_eq!(parse("").unwrap().compression(), axle_wire::Compression::new(None, 1024));
+    assert_eq!(
+        (c.encoding, c.min_bytes),
+        (Some(axle_wire::Encoding::Lz4), 64)
+    );
+    assert_eq!(
+        parse("").unwrap().compression(),
+        axle_wire::Compression::new(None, 1024)
+    );
     for (text, key) in [
-        ("[governance]\ncompression = \"gzip\"\n", "governance.compression"),
+        (
+            "[governance]\ncompression = \"gzip\"\n",
+            "governance.compression",
+        ),
         (
             "[services.kv.governance]\ncompression = \"lz4\"\n",
             "services.kv.governance.compression",

@@ -43,7 +43,10 @@ fn tables_merge_key_by_key_and_arrays_and_scalars_are_replaced() {
     assert_eq!(config["extra"].as_integer(), Some(1));
     assert!(config.contains_key("keys"), "kept from the embedded layer");
     assert!(layered.written(&["plugins", "tag"]), "changed by the file");
-    assert!(!layered.written(&["plugins", "json"]), "the embedded defaults alone");
+    assert!(
+        !layered.written(&["plugins", "json"]),
+        "the embedded defaults alone"
+    );
     let m = Manifest::from_layers(&layered).unwrap();
     assert_eq!(m.slots.routers, Some(vec![]));
     assert_eq!(m.slots.limiter, None, "an empty name empties the slot");

@@ -99,7 +99,8 @@ impl Args {
                 manifest.discovery.warmup(),
                 Duration::from_millis(250),
             )?;
-            f.register_consumer(backend.as_ref(), &key, &self.consumer_app).await;
+            f.register_consumer(backend.as_ref(), &key, &self.consumer_app)
+                .await;
             if !f.synced(Duration::from_secs(3)).await {
                 tracing::warn!(
                     service,

@@ -51,8 +51,7 @@ impl MethodGuard {
             internal_only: governance.internal_only,
             max_deadline: std::time::Duration::from_millis(governance.max_deadline_ms),
             default_deadline: std::time::Duration::from_millis(governance.default_deadline_ms),
-            cancel_on_disconnect: governance.cancel_on_disconnect
-                && governance.dedup_ttl_ms == 0,
+            cancel_on_disconnect: governance.cancel_on_disconnect && governance.dedup_ttl_ms == 0,
             dedup: super::dedup::Dedup::of(governance),
             stats: MethodStats::new(governance.monitor),
         }
