@@ -5,7 +5,9 @@
 
 use std::io::IsTerminal;
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// The environment variables a filter is read from, the first set winning.
 const FILTER_ENV: [&str; 2] = ["AXLE_LOG", "RUST_LOG"];
@@ -60,17 +62,21 @@ fn filter(args: &LogArgs, var: impl Fn(&str) -> Option<String>) -> (EnvFilter, O
     (fallback(), None)
 }
 
-/// Installs the subscriber for this process.
-pub fn init(args: &LogArgs) {
+/// Installs the subscriber for this process; `spans`, the OTLP exporter's layer when one
+/// was asked for, sits beside the log output with its own filter, so exporting the
+/// `info` spans does not turn on `info` logs.
+pub fn init(args: &LogArgs, spans: Option<crate::otlp::SpanLayer>) {
     let (filter, problem) = filter(args, |name| std::env::var(name).ok());
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.with_ansi(ansi).init(),
-        LogFormat::Json => builder.json().with_ansi(false).init(),
-    }
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = match args.log_format {
+        LogFormat::Text => fmt.with_ansi(ansi).boxed(),
+        LogFormat::Json => fmt.json().with_ansi(false).boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(spans)
+        .with(fmt.with_filter(filter))
+        .init();
     if let Some(problem) = problem {
         tracing::warn!("{problem}; logging at the flags' level instead");
     }

@@ -2,6 +2,7 @@
 
 mod commands;
 mod logging;
+mod otlp;
 mod progress;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -21,6 +22,8 @@ struct Cli {
     command: Command,
     #[command(flatten)]
     log: logging::LogArgs,
+    #[command(flatten)]
+    otlp: otlp::Args,
 }
 
 #[derive(Subcommand)]
@@ -204,7 +207,19 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(&cli.log);
+    let otlp = match otlp::start(&cli.otlp) {
+        Ok(otlp) => otlp,
+        Err(e) => {
+            eprintln!("axle: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    logging::init(&cli.log, otlp.layer);
+    if let Some(notice) = otlp.notice {
+        tracing::warn!("{notice}");
+    }
+    // Kept to the end of `main`: dropping it sends the last spans.
+    let _exporter = otlp.exporter;
     let result = match cli.command {
         Command::Demo(args) => runtime().and_then(|rt| rt.block_on(commands::demo::run(args))),
         Command::Serve(args) => runtime().and_then(|rt| rt.block_on(commands::serve::run(args))),

@@ -76,7 +76,7 @@ impl Client {
         }
         let deadline = started + options.timeout.unwrap_or(g.timeout());
         let trace = crate::trace::for_call(options.trace);
-        let span = crate::trace::call_span(service, method, &trace);
+        let span = crate::trace::call_span(service, method, &trace, options.trace.as_ref());
         let result = match policy.breaker.pass() {
             None => Err(CallError::BreakerOpen {
                 target: format!("{service}/{method}"),

@@ -5,7 +5,7 @@
 //! fields are only evaluated, formatted and stored when one does.
 
 use axle_core::trace::{TraceContext, SAMPLED};
-use tracing::field::Empty;
+use tracing::field::{display, Empty};
 use tracing::Span;
 
 use crate::state::Endpoint;
@@ -28,16 +28,28 @@ pub(crate) fn for_call(parent: Option<TraceContext>) -> TraceContext {
     }
 }
 
-/// The `call` span (info): one per call, all its attempts inside.
-pub(crate) fn call_span(service: &str, method: &str, trace: &TraceContext) -> Span {
-    tracing::info_span!(
+/// The `call` span (info): one per call, all its attempts inside; `parent` is the trace
+/// it continues (a handler's, the gateway's `traceparent`), whose span id an exporter
+/// needs to hang the call under it.
+pub(crate) fn call_span(
+    service: &str,
+    method: &str,
+    trace: &TraceContext,
+    parent: Option<&TraceContext>,
+) -> Span {
+    let span = tracing::info_span!(
         "call",
         service,
         method,
         trace_id = display(trace.trace_hex()),
         span_id = display(trace.span_hex()),
+        parent_span_id = Empty,
         error = Empty,
-    )
+    );
+    if let Some(parent) = parent {
+        span.record("parent_span_id", display(parent.span_hex()));
+    }
+    span
 }
 
 /// The `attempt` span (info): one per attempt, numbered from 1 within its call.
