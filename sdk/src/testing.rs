@@ -93,3 +93,21 @@ pub fn table(n: u32) -> crate::EndpointTable {
             .collect(),
     )
 }
+
+/// A table of one endpoint per weight, ids 0.. in order (addresses as [`table`]'s): for
+/// tests of weight-aware selectors.
+pub fn weighted_table(weights: &[u32]) -> crate::EndpointTable {
+    crate::EndpointTable::new(
+        1,
+        weights
+            .iter()
+            .zip(0..)
+            .map(|(weight, id)| crate::Endpoint {
+                id,
+                address: format!("127.0.0.1:{}", 7000 + id),
+                weight: *weight,
+                tags: Vec::new(),
+            })
+            .collect(),
+    )
+}

@@ -58,22 +58,10 @@ axle_sdk::export_selector!(LeastActive);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axle_sdk::{testing, ConfigValue, Endpoint, EndpointFacts, SelectorRuntime};
+    use axle_sdk::{testing, ConfigValue, EndpointFacts, SelectorRuntime};
 
     fn weighted(weights: &[u32]) -> EndpointTable {
-        EndpointTable::new(
-            1,
-            weights
-                .iter()
-                .enumerate()
-                .map(|(i, w)| Endpoint {
-                    id: i as u32,
-                    address: String::new(),
-                    weight: *w,
-                    tags: vec![],
-                })
-                .collect(),
-        )
+        axle_sdk::testing::weighted_table(weights)
     }
 
     fn busy(id: u32, in_flight: u32) {

@@ -102,21 +102,7 @@ mod tests {
     #[test]
     fn equal_costs_share_by_weight_and_weight_offsets_cost() {
         testing::reset();
-        let table = |weights: &[u32]| {
-            EndpointTable::new(
-                1,
-                weights
-                    .iter()
-                    .enumerate()
-                    .map(|(i, w)| axle_sdk::Endpoint {
-                        id: i as u32,
-                        address: String::new(),
-                        weight: *w,
-                        tags: vec![],
-                    })
-                    .collect(),
-            )
-        };
+        let table = |weights: &[u32]| axle_sdk::testing::weighted_table(weights);
         let config = Config::from_pairs([("seed", axle_sdk::ConfigValue::Int(9))]);
         let mut rt = SelectorRuntime::<P2cEwma>::new(&config).unwrap();
         rt.endpoints_changed(table(&[100, 100, 600]));

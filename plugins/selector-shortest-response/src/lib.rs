@@ -85,7 +85,7 @@ axle_sdk::export_selector!(ShortestResponse);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axle_sdk::{testing, ConfigValue, Endpoint, EndpointFacts, SelectorRuntime};
+    use axle_sdk::{testing, ConfigValue, EndpointFacts, SelectorRuntime};
 
     fn runtime(weights: &[u32], choices: i64) -> SelectorRuntime<ShortestResponse> {
         let config = Config::from_pairs([
@@ -93,19 +93,7 @@ mod tests {
             ("choices", ConfigValue::Int(choices)),
         ]);
         let mut rt = SelectorRuntime::<ShortestResponse>::new(&config).unwrap();
-        rt.endpoints_changed(EndpointTable::new(
-            1,
-            weights
-                .iter()
-                .enumerate()
-                .map(|(i, w)| Endpoint {
-                    id: i as u32,
-                    address: String::new(),
-                    weight: *w,
-                    tags: vec![],
-                })
-                .collect(),
-        ));
+        rt.endpoints_changed(axle_sdk::testing::weighted_table(weights));
         rt.define_set(0, (0..weights.len() as u32).collect());
         rt
     }

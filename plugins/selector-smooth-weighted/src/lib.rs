@@ -39,23 +39,8 @@ axle_sdk::export_selector!(SmoothWeighted);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axle_sdk::{testing, Endpoint, SelectorRuntime};
-
-    fn weighted(weights: &[u32]) -> EndpointTable {
-        EndpointTable::new(
-            1,
-            weights
-                .iter()
-                .enumerate()
-                .map(|(i, w)| Endpoint {
-                    id: i as u32,
-                    address: format!("10.0.0.{i}:7300"),
-                    weight: *w,
-                    tags: vec![],
-                })
-                .collect(),
-        )
-    }
+    use axle_sdk::testing::{self, weighted_table as weighted};
+    use axle_sdk::SelectorRuntime;
 
     fn counts(rt: &mut SelectorRuntime<SmoothWeighted>, n: usize, picks: usize) -> Vec<usize> {
         let mut counts = vec![0; n];

@@ -54,24 +54,12 @@ axle_sdk::export_selector!(WeightedRandom);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axle_sdk::{ConfigValue, Endpoint, SelectorRuntime};
+    use axle_sdk::{ConfigValue, SelectorRuntime};
 
     #[test]
     fn follows_the_weights_within_three_percent() {
         let weights = [100u32, 300, 600, 0];
-        let table = EndpointTable::new(
-            1,
-            weights
-                .iter()
-                .enumerate()
-                .map(|(i, w)| Endpoint {
-                    id: i as u32,
-                    address: String::new(),
-                    weight: *w,
-                    tags: vec![],
-                })
-                .collect(),
-        );
+        let table = axle_sdk::testing::weighted_table(&weights);
         let config = Config::from_pairs([("seed", ConfigValue::Int(7))]);
         let mut rt = SelectorRuntime::<WeightedRandom>::new(&config).unwrap();
         rt.endpoints_changed(table);

@@ -32,22 +32,9 @@ pub fn member_weights(table: &EndpointTable, members: &[EndpointId]) -> Vec<u64>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axle_sdk::Endpoint;
 
     fn table(weights: &[u32]) -> EndpointTable {
-        EndpointTable::new(
-            1,
-            weights
-                .iter()
-                .enumerate()
-                .map(|(i, w)| Endpoint {
-                    id: i as u32,
-                    address: String::new(),
-                    weight: *w,
-                    tags: vec![],
-                })
-                .collect(),
-        )
+        axle_sdk::testing::weighted_table(weights)
     }
 
     #[test]

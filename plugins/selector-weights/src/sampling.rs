@@ -111,22 +111,9 @@ impl WeightedSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axle_sdk::Endpoint;
 
     fn set(weights: &[u32]) -> (WeightedSet, Vec<EndpointId>) {
-        let table = EndpointTable::new(
-            1,
-            weights
-                .iter()
-                .enumerate()
-                .map(|(i, w)| Endpoint {
-                    id: i as u32,
-                    address: String::new(),
-                    weight: *w,
-                    tags: vec![],
-                })
-                .collect(),
-        );
+        let table = axle_sdk::testing::weighted_table(weights);
         let members: Vec<EndpointId> = (0..weights.len() as u32).collect();
         (WeightedSet::new(&table, &members), members)
     }
