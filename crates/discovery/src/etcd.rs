@@ -190,24 +190,11 @@ impl Backend for Etcd {
                 backend: url.clone(),
                 reason,
             };
-            let mut client = connect(&hosts, &config).await.map_err(unavailable)?;
             // The first registration must work: a provider that was asked to register and
             // cannot should say so at start, not serve invisibly.
-            let lease = grant_and_put(&mut client, ttl, &etcd_key, &value)
+            register_leased(hosts, config, ttl, etcd_key, value)
                 .await
-                .map_err(|e| unavailable(format!("cannot register {etcd_key}: {e}")))?;
-            tracing::info!(key = %etcd_key, lease, "registered");
-            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-            let task = tokio::spawn(keep_registered(
-                client,
-                (hosts, config),
-                ttl,
-                etcd_key.clone(),
-                value,
-                lease,
-                stop_rx,
-            ));
-            Ok(Registration::with_task(etcd_key, stop_tx, task))
+                .map_err(unavailable)
         })
     }
 
@@ -240,6 +227,33 @@ impl Backend for Etcd {
 }
 
 /// Grants a lease and puts the key under it; the lease id.
+/// Puts `key` = `value` under a lease of `ttl` and keeps it there (a task renews the lease
+/// and puts the entry again after an outage) until the registration is dropped.
+pub(crate) async fn register_leased(
+    hosts: Vec<String>,
+    config: Arc<EtcdConfig>,
+    ttl: Duration,
+    key: String,
+    value: Vec<u8>,
+) -> Result<Registration, String> {
+    let mut client = connect(&hosts, &config).await?;
+    let lease = grant_and_put(&mut client, ttl, &key, &value)
+        .await
+        .map_err(|e| format!("cannot register {key}: {e}"))?;
+    tracing::info!(key = %key, lease, "registered");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(keep_registered(
+        client,
+        (hosts, config),
+        ttl,
+        key.clone(),
+        value,
+        lease,
+        stop_rx,
+    ));
+    Ok(Registration::with_task(key, stop_tx, task))
+}
+
 pub(crate) async fn grant_and_put(
     client: &mut Client,
     ttl: Duration,

@@ -8,7 +8,7 @@ use etcd_client::GetOptions;
 use futures::future::BoxFuture;
 
 use crate::consumer::{Consumer, ConsumerListing};
-use crate::etcd::{bounded, connect, grant_and_put, keep_registered, Etcd};
+use crate::etcd::{bounded, connect, register_leased, Etcd};
 use crate::{DiscoveryError, Registration, ServiceKey};
 
 /// The most consumer entries one listing reads (a flooded prefix cannot exhaust memory).
@@ -62,23 +62,10 @@ pub fn register(
             .check()
             .map_err(|e| unavailable(format!("cannot register as a consumer: {e}")))?;
         let etcd_key = format!("{prefix}{}", consumer.id);
-        let value = consumer.encode();
-        let mut client = connect(&hosts, &config).await.map_err(unavailable)?;
-        let lease = grant_and_put(&mut client, ttl, &etcd_key, &value)
+        let registration = register_leased(hosts, config, ttl, etcd_key, consumer.encode())
             .await
-            .map_err(|e| unavailable(format!("cannot register {etcd_key}: {e}")))?;
-        tracing::info!(key = %etcd_key, lease, "registered as a consumer");
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(keep_registered(
-            client,
-            (hosts, config),
-            ttl,
-            etcd_key.clone(),
-            value,
-            lease,
-            stop_rx,
-        ));
-        Ok(Some(Registration::with_task(etcd_key, stop_tx, task)))
+            .map_err(unavailable)?;
+        Ok(Some(registration))
     })
 }
 
