@@ -2,7 +2,8 @@
 //!
 //! Keys: `/axle/<namespace>/providers/<service>/<group>/<address>`, the value an
 //! [`Provider`] as JSON, attached to a lease; consumers beside them under
-//! `/axle/<namespace>/consumers/...` (`etcd_consumers.rs`).
+//! `/axle/<namespace>/consumers/...` (`etcd_consumers.rs`); both kept registered by
+//! `etcd_lease.rs`.
 //!
 //! - **Providers** grant a lease (`lease-ttl-s`), put their key under it and keep it
 //!   alive every third of the TTL. While etcd is unreachable they keep trying; if the lease
@@ -28,14 +29,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
-    Certificate, Client, ConnectOptions, EventType, GetOptions, Identity, PutOptions, TlsOptions,
-    WatchOptions,
+    Certificate, Client, ConnectOptions, EventType, GetOptions, Identity, TlsOptions, WatchOptions,
 };
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use super::admit::{EntryLimits, Skips};
 use super::config::{EtcdConfig, PasswordSource};
+use super::etcd_lease::register_leased;
 use super::revisions::Tracked;
 use super::{
     Backend, BackendOptions, ConsumerListing, DiscoveryError, Listing, Provider, Registration,
@@ -43,9 +44,9 @@ use super::{
 };
 
 /// Longest one unary etcd request may take before it counts as "unreachable".
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// First and longest wait between reconnect attempts.
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
+pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// An etcd cluster.
@@ -165,7 +166,7 @@ pub(crate) async fn bounded<T>(
     }
 }
 
-fn next_backoff(d: Duration) -> Duration {
+pub(crate) fn next_backoff(d: Duration) -> Duration {
     (d * 2).min(BACKOFF_MAX)
 }
 
@@ -224,152 +225,6 @@ impl Backend for Etcd {
     ) -> BoxFuture<'static, Result<ConsumerListing, DiscoveryError>> {
         crate::etcd_consumers::list(self, key)
     }
-}
-
-/// Grants a lease and puts the key under it; the lease id.
-/// Puts `key` = `value` under a lease of `ttl` and keeps it there (a task renews the lease
-/// and puts the entry again after an outage) until the registration is dropped.
-pub(crate) async fn register_leased(
-    hosts: Vec<String>,
-    config: Arc<EtcdConfig>,
-    ttl: Duration,
-    key: String,
-    value: Vec<u8>,
-) -> Result<Registration, String> {
-    let mut client = connect(&hosts, &config).await?;
-    let lease = grant_and_put(&mut client, ttl, &key, &value)
-        .await
-        .map_err(|e| format!("cannot register {key}: {e}"))?;
-    tracing::info!(key = %key, lease, "registered");
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-    let task = tokio::spawn(keep_registered(
-        client,
-        (hosts, config),
-        ttl,
-        key.clone(),
-        value,
-        lease,
-        stop_rx,
-    ));
-    Ok(Registration::with_task(key, stop_tx, task))
-}
-
-pub(crate) async fn grant_and_put(
-    client: &mut Client,
-    ttl: Duration,
-    key: &str,
-    value: &[u8],
-) -> Result<i64, String> {
-    let lease = bounded(client.lease_grant(ttl.as_secs() as i64, None))
-        .await?
-        .id();
-    bounded(client.put(
-        key,
-        value.to_vec(),
-        Some(PutOptions::new().with_lease(lease)),
-    ))
-    .await?;
-    Ok(lease)
-}
-
-/// Keeps the lease alive until `stop`, then deletes the key and revokes the lease. After
-/// a failure it connects anew (`cluster`), so rotated credentials and certificates are
-/// used.
-pub(crate) async fn keep_registered(
-    mut client: Client,
-    cluster: (Vec<String>, Arc<EtcdConfig>),
-    ttl: Duration,
-    key: String,
-    value: Vec<u8>,
-    mut lease: i64,
-    mut stop: tokio::sync::oneshot::Receiver<()>,
-) {
-    let every = ttl / 3;
-    let mut backoff = BACKOFF_MIN;
-    'session: loop {
-        if backoff > BACKOFF_MIN {
-            tokio::select! {
-                _ = &mut stop => break 'session,
-                c = connect(&cluster.0, &cluster.1) => match c {
-                    Ok(c) => client = c,
-                    Err(e) => tracing::debug!(%key, "cannot reconnect yet: {e}"),
-                },
-            }
-        }
-        // A keep-alive stream for the current lease (or a new lease if it expired).
-        let stream = bounded(client.lease_keep_alive(lease)).await;
-        let (mut keeper, mut responses) = match stream {
-            Ok(s) => s,
-            Err(e) => {
-                if backoff == BACKOFF_MIN {
-                    tracing::warn!(%key, "etcd unreachable, registration kept alive once it returns: {e}");
-                } else {
-                    tracing::debug!(%key, "etcd still unreachable: {e}");
-                }
-                tokio::select! {
-                    _ = &mut stop => break 'session,
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-                backoff = next_backoff(backoff);
-                continue;
-            }
-        };
-        loop {
-            if keeper.keep_alive().await.is_err() {
-                tokio::select! {
-                    _ = &mut stop => break 'session,
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-                backoff = next_backoff(backoff);
-                continue 'session;
-            }
-            let answer = tokio::select! {
-                _ = &mut stop => break 'session,
-                a = tokio::time::timeout(REQUEST_TIMEOUT, responses.message()) => a,
-            };
-            match answer {
-                Ok(Ok(Some(r))) if r.ttl() > 0 => backoff = BACKOFF_MIN,
-                Ok(Ok(Some(_))) => {
-                    // The lease expired while etcd was away (or was revoked): register anew.
-                    tracing::warn!(%key, "lease expired; registering again");
-                    match grant_and_put(&mut client, ttl, &key, &value).await {
-                        Ok(l) => {
-                            lease = l;
-                            tracing::info!(%key, lease, "registered again");
-                        }
-                        Err(e) => {
-                            tracing::warn!(%key, "cannot register again yet: {e}");
-                            tokio::select! {
-                                _ = &mut stop => break 'session,
-                                _ = tokio::time::sleep(backoff) => {}
-                            }
-                            backoff = next_backoff(backoff);
-                        }
-                    }
-                    continue 'session;
-                }
-                _ => {
-                    tokio::select! {
-                        _ = &mut stop => break 'session,
-                        _ = tokio::time::sleep(backoff) => {}
-                    }
-                    backoff = next_backoff(backoff);
-                    continue 'session;
-                }
-            }
-            tokio::select! {
-                _ = &mut stop => break 'session,
-                _ = tokio::time::sleep(every) => {}
-            }
-        }
-    }
-    // Deregister: the key first (consumers see the delete at once), then the lease. If
-    // etcd is away, the lease runs out on its own.
-    if let Err(e) = bounded(client.delete(key.as_str(), None)).await {
-        tracing::warn!(%key, "deregister: {e} (the lease will expire)");
-    }
-    let _ = bounded(client.lease_revoke(lease)).await;
-    tracing::info!(%key, "deregistered");
 }
 
 /// The consumer's loop for one prefix: list, watch, re-list; publish into `tx`. After an

@@ -8,7 +8,8 @@ use etcd_client::GetOptions;
 use futures::future::BoxFuture;
 
 use crate::consumer::{Consumer, ConsumerListing};
-use crate::etcd::{bounded, connect, register_leased, Etcd};
+use crate::etcd::{bounded, connect, Etcd};
+use crate::etcd_lease::register_leased;
 use crate::{DiscoveryError, Registration, ServiceKey};
 
 /// The most consumer entries one listing reads (a flooded prefix cannot exhaust memory).

@@ -33,6 +33,8 @@ pub mod etcd;
 #[cfg(feature = "etcd")]
 mod etcd_consumers;
 #[cfg(feature = "etcd")]
+mod etcd_lease;
+#[cfg(feature = "etcd")]
 mod etcd_rules;
 pub mod file;
 pub mod follow;
