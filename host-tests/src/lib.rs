@@ -435,6 +435,20 @@ pub fn admin_stats(admin: &str) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("stats --json prints JSON")
 }
 
+/// Runs `axle ARGS` to completion, its compiled-plugin cache in `cache`.
+pub fn run_axle(args: &[&str], cache: &Path) -> std::process::Output {
+    std::process::Command::new(axle_bin())
+        .args(args)
+        .env("AXLE_CACHE_DIR", cache)
+        .output()
+        .expect("run axle")
+}
+
+/// What a process printed, as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
 /// A two-worker tokio runtime for tests that drive a client.
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

@@ -1,19 +1,6 @@
 //! The `axle` binary as a user runs it: real processes, exit codes, output.
 
-use axle_host_tests::{axle_bin, built_component};
-use std::process::{Command, Output};
-
-fn axle(args: &[&str], cache: &std::path::Path) -> Output {
-    Command::new(axle_bin())
-        .args(args)
-        .env("AXLE_CACHE_DIR", cache)
-        .output()
-        .expect("run axle")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use axle_host_tests::{built_component, run_axle as axle, text};
 
 #[test]
 fn plugins_check_loads_the_embedded_defaults_then_hits_the_cache() {

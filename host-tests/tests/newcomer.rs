@@ -2,22 +2,7 @@
 //! differs from the defaults, `axle config check` pointing at the line at fault, exit
 //! codes a script can tell apart, and `axle swap` saying what a kernel can swap.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-use axle_host_tests::{axle_bin, ServeProcess};
-
-fn axle(args: &[&str], cache: &Path) -> Output {
-    Command::new(axle_bin())
-        .args(args)
-        .env("AXLE_CACHE_DIR", cache)
-        .output()
-        .expect("run axle")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use axle_host_tests::{run_axle as axle, text, ServeProcess};
 
 #[test]
 fn a_manifest_naming_only_the_echo_endpoints_serves_and_calls() {

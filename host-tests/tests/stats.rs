@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use axle::client::{CallOptions, Client};
 use axle::manifest::EndpointSpec;
-use axle_host_tests::{axle_bin, governed_client, rt, ServeProcess, TestHost};
+use axle_host_tests::{axle_bin, governed_client, rt, text, ServeProcess, TestHost};
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -17,10 +17,6 @@ fn axle(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run axle")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// `axle stats --admin ADDR --json`, parsed.
