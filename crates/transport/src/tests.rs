@@ -59,6 +59,18 @@ async fn server(dispatch: Arc<SlowEcho>) -> (SocketAddr, watch::Sender<bool>) {
     (addr, tx)
 }
 
+/// A connection to `addr` with the default limits and keep-alive.
+async fn dial(addr: SocketAddr) -> Arc<Connection> {
+    Connection::connect(
+        &addr.to_string(),
+        Limits::default(),
+        Keepalive::default(),
+        None,
+    )
+    .await
+    .unwrap()
+}
+
 fn meta() -> Metadata {
     Metadata {
         service: Some("s".into()),
@@ -74,14 +86,7 @@ fn soon(ms: u64) -> Instant {
 #[tokio::test]
 async fn answers_come_back_out_of_order_matched_by_id() {
     let (addr, _closing) = server(Arc::default()).await;
-    let conn = Connection::connect(
-        &addr.to_string(),
-        Limits::default(),
-        Keepalive::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let conn = dial(addr).await;
     // 50 ms, then 1 ms: the second answer overtakes the first.
     let slow = conn.call(0, meta(), Bytes::from_static(&[50, 1]), soon(5000));
     let fast = conn.call(0, meta(), Bytes::from_static(&[1, 2]), soon(5000));
@@ -97,14 +102,7 @@ async fn answers_come_back_out_of_order_matched_by_id() {
 async fn a_caller_that_gives_up_cancels_the_request() {
     let echo = Arc::new(SlowEcho::default());
     let (addr, _closing) = server(echo.clone()).await;
-    let conn = Connection::connect(
-        &addr.to_string(),
-        Limits::default(),
-        Keepalive::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let conn = dial(addr).await;
     let err = conn
         .call(0, meta(), Bytes::from_static(&[200]), soon(30))
         .await
@@ -122,14 +120,7 @@ async fn a_caller_that_gives_up_cancels_the_request() {
 #[tokio::test]
 async fn goaway_stops_new_requests_while_those_in_flight_finish() {
     let (addr, closing) = server(Arc::default()).await;
-    let conn = Connection::connect(
-        &addr.to_string(),
-        Limits::default(),
-        Keepalive::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let conn = dial(addr).await;
     let in_flight = conn.call(0, meta(), Bytes::from_static(&[100]), soon(5000));
     tokio::pin!(in_flight);
     // Let the request leave, then close the provider.
@@ -161,14 +152,7 @@ async fn goaway_stops_new_requests_while_those_in_flight_finish() {
 #[tokio::test]
 async fn a_shutting_down_answer_drains_the_connection_like_a_goaway() {
     let (addr, _closing) = server(Arc::default()).await;
-    let conn = Connection::connect(
-        &addr.to_string(),
-        Limits::default(),
-        Keepalive::default(),
-        None,
-    )
-    .await
-    .unwrap();
+    let conn = dial(addr).await;
     let answer = conn
         .call(0, meta(), Bytes::from_static(&[STOPPING]), soon(5000))
         .await
