@@ -7,8 +7,12 @@
 //! Plugins are written against these, not against generated bindings, so the same code
 //! runs in a component and natively (tests, the kernel's native twins in `axle bench`).
 
+mod intercept;
 mod tree;
 
+pub use intercept::{
+    InterceptCall, InterceptDeclaration, InterceptPoint, InterceptReads, InterceptVerdict, Refusal,
+};
 pub use tree::{Tree, MAX_DEPTH};
 
 /// An endpoint's id, assigned by the kernel.
