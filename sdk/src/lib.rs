@@ -1,7 +1,7 @@
 //! # axle-sdk — write Axle plugins in Rust
 //!
 //! A plugin is a type implementing one trait ([`Selector`], [`Router`], [`Serializer`],
-//! [`HealthScorer`], [`Limiter`]) plus one macro call that exports it as a component:
+//! [`HealthScorer`], [`Limiter`], [`Interceptor`]) plus one macro call that exports it as a component:
 //!
 //! ```ignore
 //! use axle_sdk::*;
@@ -38,6 +38,7 @@ pub use axle_spi::*;
 
 pub use config::{Config, ConfigValue};
 pub use kinds::health_scorer::HealthScorer;
+pub use kinds::interceptor::{call_at, point_named, points_from, Interceptor};
 pub use kinds::limiter::{KeyEntry, Limiter, LimiterRuntime};
 pub use kinds::router::{Router, RouterRuntime};
 pub use kinds::selector::{CandidateSet, Selector, SelectorRuntime};
@@ -100,6 +101,14 @@ macro_rules! export_limiter {
             $crate::LimiterRuntime<$plugin>,
             __axle_export_limiter
         );
+    };
+}
+
+/// Exports an [`Interceptor`] as the component's `interceptor` world.
+#[macro_export]
+macro_rules! export_interceptor {
+    ($plugin:ty) => {
+        $crate::__axle_export!($plugin, interceptor, $plugin, __axle_export_interceptor);
     };
 }
 

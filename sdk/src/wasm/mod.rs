@@ -67,6 +67,8 @@ pub fn outcome(o: &wit::Outcome) -> sdk::Outcome {
 
 #[cfg(feature = "health-scorer")]
 pub mod health_scorer;
+#[cfg(feature = "interceptor")]
+pub mod interceptor;
 #[cfg(feature = "limiter")]
 pub mod limiter;
 #[cfg(feature = "router")]
