@@ -32,6 +32,7 @@ kind_bindings!(selector, "axle:spi/selector", []);
 kind_bindings!(router, "axle:spi/router", [PartialEq, Eq, Hash]);
 kind_bindings!(health_scorer, "axle:spi/health-scorer", [PartialEq, Eq]);
 kind_bindings!(limiter, "axle:spi/limiter", [PartialEq, Eq, Hash]);
+kind_bindings!(interceptor, "axle:spi/interceptor", []);
 
 pub mod floor {
     wasmtime::component::bindgen!({

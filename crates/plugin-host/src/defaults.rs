@@ -57,3 +57,8 @@ pub fn cache_dir() -> Option<std::path::PathBuf> {
     }
     dirs::cache_dir().map(|d| d.join("axle"))
 }
+
+/// What an interceptor's call gets when the plugin fails (trap, timeout, an invalid
+/// answer): pass (fail-open), like a limiter's default; `on-error = "refuse"` makes it
+/// refuse with class `internal` where an unchecked call is worse than a failed one.
+pub const INTERCEPTOR_ON_ERROR_PASSES: bool = true;

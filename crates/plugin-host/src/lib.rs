@@ -44,6 +44,7 @@ use host_state::HostState;
 use kinds::floor::FloorKind;
 use kinds::health_scorer::{HealthScorerKind, HealthScorerPlugin};
 use kinds::limiter::{LimiterKind, LimiterPlugin};
+use kinds::interceptor::{InterceptorKind, InterceptorPlugin};
 use kinds::router::{RouterKind, RouterPlugin};
 use kinds::selector::{SelectorKind, SelectorPlugin};
 use kinds::serializer::{SerializerKind, SerializerPlugin};
@@ -107,6 +108,7 @@ pub enum Plugin {
     HealthScorer(Arc<HealthScorerPlugin>),
     Limiter(Arc<LimiterPlugin>),
 }
+    Interceptor(Arc<InterceptorPlugin>),
 
 /// A loaded plugin with its name, report and counters.
 pub struct LoadedPlugin {
@@ -204,7 +206,10 @@ impl PluginHost {
             file: spec.component.to_string(),
             reason,
         };
-        let stats = Arc::new(PluginStats::named(&spec.name));
+        let stats = Arc::new(match spec.kind {
+            PluginKind::Interceptor => PluginStats::interceptor(&spec.name),
+            _ => PluginStats::named(&spec.name),
+        });
         let (plugin, report) = match spec.kind {
             PluginKind::Serializer => {
                 let (instances, report) = self.instances::<SerializerKind>(spec, &stats)?;
@@ -255,6 +260,18 @@ impl PluginHost {
                     ))),
                     report,
                 )
+            }
+            PluginKind::Interceptor => {
+                let (instances, report) = self.instances::<InterceptorKind>(spec, &stats)?;
+                let counts = stats.intercept.clone().unwrap_or_default();
+                let plugin = InterceptorPlugin::new(
+                    instances,
+                    spec.grant_payload,
+                    spec.on_error_admit,
+                    counts,
+                )
+                .map_err(fail)?;
+                (Plugin::Interceptor(Arc::new(plugin)), report)
             }
         };
         Ok(LoadedPlugin {

@@ -107,6 +107,29 @@ pub fn run(loaded: &LoadedPlugin) -> Result<(), String> {
         }
     };
     result?;
+        Plugin::Interceptor(p) => {
+            use crate::kinds::interceptor::CallView;
+            let tags = [("lane".to_string(), "canary".to_string())];
+            p.declaration()
+                .points
+                .into_iter()
+                .try_for_each(|point| {
+                    let call = CallView {
+                        tags: &tags,
+                        consumer_app: "selfcheck",
+                        peer: Some(std::net::IpAddr::from([127, 0, 0, 1])),
+                        ..CallView::new(point, "selfcheck", "ping")
+                    };
+                    match p.intercept(&call) {
+                        answer if answer.by_plugin => Ok(()),
+                        answer => Err(format!(
+                            "intercept at {} was answered by the safe default ({:?})",
+                            point.name(),
+                            answer.verdict
+                        )),
+                    }
+                })
+        }
     let after = loaded.stats.snapshot();
     if after.faults() > before.faults() {
         return Err(format!(

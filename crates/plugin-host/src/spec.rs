@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-/// The five plugin kinds (one WIT world each).
+/// The six plugin kinds (one WIT world each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PluginKind {
@@ -14,6 +14,7 @@ pub enum PluginKind {
     Router,
     HealthScorer,
     Limiter,
+    Interceptor,
 }
 
 impl PluginKind {
@@ -25,6 +26,7 @@ impl PluginKind {
             PluginKind::Router => "router",
             PluginKind::HealthScorer => "health-scorer",
             PluginKind::Limiter => "limiter",
+            PluginKind::Interceptor => "interceptor",
         }
     }
 }
@@ -68,8 +70,12 @@ pub struct PluginSpec {
     pub memory_bytes: u64,
     /// How many instances serve calls (see [`crate::defaults::instances`]).
     pub instances: u32,
-    /// Limiters only: what a call gets when the plugin fails.
+    /// Limiters and interceptors: what a call gets when the plugin fails (`true`: admit,
+    /// or pass; `false`: reject, or refuse).
     pub on_error_admit: bool,
+    /// Interceptors only: whether it may read request payloads (`grant-payload`); one
+    /// that declares it reads them does not load without this.
+    pub grant_payload: bool,
     /// Limiters only: which consumer identities a key includes besides the method.
     pub key_on: KeyOn,
     /// A call that answers but takes longer than this is slow: counted and logged
@@ -93,6 +99,7 @@ impl PluginSpec {
             memory_bytes: crate::defaults::MEMORY_MIB << 20,
             instances: crate::defaults::instances(kind),
             on_error_admit: crate::defaults::LIMITER_ON_ERROR_ADMITS,
+            grant_payload: false,
             key_on: KeyOn::default(),
             slow_call_us: 0,
             quarantine_slow: false,

@@ -61,6 +61,51 @@ pub struct PluginStats {
     replaced: AtomicU64,
     timed: AtomicU64,
     time_ns: AtomicU64,
+    /// An interceptor's own counters (`None` for the other kinds).
+    pub(crate) intercept: Option<std::sync::Arc<InterceptStats>>,
+}
+
+/// What an interceptor decided, beside its calls and faults: the kernel asks it per call
+/// and point, and a memoised answer does not enter the plugin, so these differ from
+/// [`StatsSnapshot::calls`].
+#[derive(Debug, Default)]
+pub struct InterceptStats {
+    pub(crate) calls: AtomicU64,
+    pub(crate) passes: AtomicU64,
+    pub(crate) tag_changes: AtomicU64,
+    pub(crate) refusals: AtomicU64,
+    pub(crate) memo_hits: AtomicU64,
+    pub(crate) faults: AtomicU64,
+}
+
+/// A copy of an interceptor's own counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InterceptCounts {
+    /// Calls looked at, at the points it declared (memo hits included).
+    pub calls: u64,
+    /// Calls passed unchanged.
+    pub passes: u64,
+    /// Calls whose tags it changed.
+    pub tag_changes: u64,
+    /// Calls it refused (the safe default's refusals included).
+    pub refusals: u64,
+    /// Answers taken from the memo, without entering the plugin.
+    pub memo_hits: u64,
+    /// Calls the safe default answered (the plugin failed or answered out of contract).
+    pub faults: u64,
+}
+
+impl InterceptStats {
+    fn snapshot(&self) -> InterceptCounts {
+        InterceptCounts {
+            calls: self.calls.load(Relaxed),
+            passes: self.passes.load(Relaxed),
+            tag_changes: self.tag_changes.load(Relaxed),
+            refusals: self.refusals.load(Relaxed),
+            memo_hits: self.memo_hits.load(Relaxed),
+            faults: self.faults.load(Relaxed),
+        }
+    }
 }
 
 /// A copy of a plugin's counters.
@@ -106,6 +151,9 @@ pub struct StatsSnapshot {
     pub timed_calls: u64,
     #[serde(default)]
     pub time_ns: u64,
+    /// An interceptor's own counters (absent for the other kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intercept: Option<InterceptCounts>,
 }
 
 impl StatsSnapshot {
@@ -126,6 +174,15 @@ impl PluginStats {
     pub fn named(name: &str) -> Self {
         PluginStats {
             name: name.to_string(),
+            ..PluginStats::default()
+        }
+    }
+
+    /// Counters for an interceptor named `name` (with its own decision counters).
+    pub fn interceptor(name: &str) -> Self {
+        PluginStats {
+            name: name.to_string(),
+            intercept: Some(std::sync::Arc::default()),
             ..PluginStats::default()
         }
     }
@@ -220,6 +277,7 @@ impl PluginStats {
             log_dropped: self.output.dropped.load(Relaxed),
             timed_calls: self.timed.load(Relaxed),
             time_ns: self.time_ns.load(Relaxed),
+            intercept: self.intercept.as_ref().map(|i| i.snapshot()),
         }
     }
 }

@@ -42,6 +42,8 @@ pub(crate) use world_kind;
 
 pub mod floor;
 pub mod health_scorer;
+mod intercept_contract;
+pub mod interceptor;
 pub mod limiter;
 pub mod router;
 pub mod selector;
