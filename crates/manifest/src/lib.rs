@@ -389,6 +389,14 @@ impl Manifest {
                 routers: s.routers.clone().or(default.routers),
                 health_scorer: s.health_scorer.clone().or(default.health_scorer),
                 limiter: s.limiter.clone().or(default.limiter),
+                client_interceptors: s
+                    .client_interceptors
+                    .clone()
+                    .or(default.client_interceptors),
+                server_interceptors: s
+                    .server_interceptors
+                    .clone()
+                    .or(default.server_interceptors),
             },
         }
     }
@@ -399,3 +407,6 @@ mod tests;
 
 #[cfg(test)]
 mod tests_layers;
+
+#[cfg(test)]
+mod tests_interceptors;

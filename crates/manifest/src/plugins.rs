@@ -67,10 +67,30 @@ pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec
                 format!("must be \"admit\" or \"reject\" (got {other:?})"),
             ))
         }
+        (PluginKind::Interceptor, Some("pass")) => true,
+        (PluginKind::Interceptor, Some("refuse")) => false,
+        (PluginKind::Interceptor, Some(other)) => {
+            return Err((
+                key("on-error"),
+                format!("must be \"pass\" or \"refuse\" (got {other:?})"),
+            ))
+        }
         (kind, Some(_)) => {
             return Err((
                 key("on-error"),
-                format!("only limiters take on-error; a {kind}'s safe default is fixed"),
+                format!(
+                    "only limiters and interceptors take on-error; a {kind}'s safe default is fixed"
+                ),
+            ))
+        }
+    };
+    let grant_payload = match (p.kind, p.grant_payload) {
+        (_, None) => false,
+        (PluginKind::Interceptor, Some(grant)) => grant,
+        (kind, Some(_)) => {
+            return Err((
+                key("grant-payload"),
+                format!("only interceptors take grant-payload, not a {kind}"),
             ))
         }
     };
@@ -132,3 +152,4 @@ pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec
         config: p.config,
     })
 }
+        grant_payload,

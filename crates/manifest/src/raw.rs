@@ -40,6 +40,8 @@ pub(crate) struct RawSlots {
     pub(crate) routers: Option<Vec<String>>,
     pub(crate) health_scorer: Option<String>,
     pub(crate) limiter: Option<String>,
+    pub(crate) client_interceptors: Option<Vec<String>>,
+    pub(crate) server_interceptors: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -120,6 +122,7 @@ pub(crate) struct RawPlugin {
     pub(crate) instances: Option<u32>,
     pub(crate) on_error: Option<String>,
     pub(crate) key_on: Option<Vec<String>>,
+    pub(crate) grant_payload: Option<bool>,
     pub(crate) slow_call_us: Option<u64>,
     #[serde(default)]
     pub(crate) quarantine_slow: bool,

@@ -173,6 +173,16 @@ fn slots() -> Ty {
             Str,
             &format!("a limiter plugin (used by `axle serve`){empty}"),
         ),
+        f(
+            "client-interceptors",
+            array(Str),
+            "interceptor plugins on the caller, in chain order",
+        ),
+        f(
+            "server-interceptors",
+            array(Str),
+            "interceptor plugins on the provider (used by `axle serve`), in chain order",
+        ),
     ])
 }
 
@@ -187,6 +197,7 @@ fn plugin() -> Ty {
                 "router",
                 "health-scorer",
                 "limiter",
+                "interceptor",
             ]),
             "the WIT world the component implements",
         ),
@@ -208,8 +219,13 @@ fn plugin() -> Ty {
         f("instances", Int, "instances serving calls"),
         f(
             "on-error",
-            Enum(&["admit", "reject"]),
-            "limiters only: what a failing plugin answers",
+            Enum(&["admit", "reject", "pass", "refuse"]),
+            "limiters (admit, reject) and interceptors (pass, refuse): what a failing plugin answers",
+        ),
+        f(
+            "grant-payload",
+            Bool,
+            "interceptors only: may read request payloads",
         ),
         f(
             "key-on",

@@ -16,6 +16,10 @@ pub struct Slots {
     pub routers: Option<Vec<String>>,
     pub health_scorer: Option<String>,
     pub limiter: Option<String>,
+    /// Interceptors on the caller, in chain order (the first runs first).
+    pub client_interceptors: Option<Vec<String>>,
+    /// Interceptors on the provider, in chain order.
+    pub server_interceptors: Option<Vec<String>>,
 }
 
 /// `name` must be a plugin of `kind`.
@@ -74,12 +78,25 @@ pub(crate) fn check(
     if let Some(n) = &s.limiter {
         check_kind(plugins, key("limiter"), n, PluginKind::Limiter)?;
     }
+    for (slot, names) in [
+        ("client-interceptors", &s.client_interceptors),
+        ("server-interceptors", &s.server_interceptors),
+    ] {
+        for (i, n) in names.iter().flatten().enumerate() {
+            check_kind(plugins, key(slot), n, PluginKind::Interceptor)?;
+            if names.iter().flatten().take(i).any(|seen| seen == n) {
+                return Err((key(slot), format!("`{n}` is named twice in the chain")));
+            }
+        }
+    }
     Ok(Slots {
         serializer: s.serializer,
         selector: s.selector,
         routers: s.routers,
         health_scorer: s.health_scorer,
         limiter: s.limiter,
+        client_interceptors: s.client_interceptors,
+        server_interceptors: s.server_interceptors,
     })
 }
 

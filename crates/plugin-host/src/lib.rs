@@ -51,7 +51,7 @@ use kinds::serializer::{SerializerKind, SerializerPlugin};
 pub use reload::SwapReport;
 use sandbox::{Instance, Kind, Prepared};
 pub use spec::{ComponentSource, KeyOn, PluginKind, PluginSpec};
-pub use stats::{Fault, PluginCounters, PluginStats, StatsSnapshot};
+pub use stats::{Fault, InterceptCounts, PluginCounters, PluginStats, StatsSnapshot};
 
 /// A plugin that could not be loaded: which, from where, why.
 #[derive(Debug, thiserror::Error)]

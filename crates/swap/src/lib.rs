@@ -167,11 +167,12 @@ pub fn fill_slot(manifest: &mut Manifest, slot: &str, plugin: &str) -> anyhow::R
         "routers" => PluginKind::Router,
         "health-scorer" => PluginKind::HealthScorer,
         "limiter" => PluginKind::Limiter,
+        "client-interceptors" | "server-interceptors" => PluginKind::Interceptor,
         other => anyhow::bail!(
-            "no slot `{other}`: slots are selector, serializer, routers, health-scorer, limiter"
+            "no slot `{other}`: slots are selector, serializer, routers, health-scorer, limiter, client-interceptors, server-interceptors"
         ),
     };
-    let names: Vec<String> = if kind == PluginKind::Router {
+    let names: Vec<String> = if matches!(kind, PluginKind::Router | PluginKind::Interceptor) {
         plugin
             .split(',')
             .map(str::trim)
@@ -202,6 +203,10 @@ pub fn fill_slot(manifest: &mut Manifest, slot: &str, plugin: &str) -> anyhow::R
         PluginKind::Router => slots.routers = Some(names),
         PluginKind::HealthScorer => slots.health_scorer = Some(plugin.to_string()),
         PluginKind::Limiter => slots.limiter = Some(plugin.to_string()),
+        PluginKind::Interceptor if slot_name == "client-interceptors" => {
+            slots.client_interceptors = Some(names)
+        }
+        PluginKind::Interceptor => slots.server_interceptors = Some(names),
     }
     Ok(())
 }
