@@ -32,6 +32,20 @@ pub trait Limiter: Sized + 'static {
     fn restore(&mut self, _attributes: &LimitKey, _saved: &[u8]) -> Option<Self::KeyState> {
         None
     }
+
+    /// A request admitted under `key` ended (built with the `concurrency-limiter` feature,
+    /// the kernel calls it once per admission): `latency_ns` after it was admitted, and
+    /// whether it was `dropped` (timed out, refused after admission, failed inside the
+    /// provider, or its caller went away). A limiter whose limit follows what it measures
+    /// learns here; the default forgets it, which is right for a rate.
+    fn release(
+        &mut self,
+        _key: &mut KeyEntry<Self::KeyState>,
+        _permits: u32,
+        _latency_ns: u64,
+        _dropped: bool,
+    ) {
+    }
 }
 
 /// The most keys a limiter keeps; ids at or above it are admitted by the runtime.
@@ -125,6 +139,13 @@ impl<T: Limiter> LimiterRuntime<T> {
             }
         }
         self.handed = handed;
+    }
+
+    /// `release`. An unknown key is ignored (nothing was admitted under it).
+    pub fn release(&mut self, key: u32, permits: u32, latency_ns: u64, dropped: bool) {
+        if let Some(entry) = self.keys.get_mut(key as usize).and_then(|k| k.as_mut()) {
+            self.plugin.release(entry, permits, latency_ns, dropped)
+        }
     }
 
     /// `acquire`. An unknown key is admitted: the kernel always defines keys first, so

@@ -17,11 +17,28 @@ pub mod bindings {
 }
 
 /// The same kind with the optional state handoff exports.
-#[cfg(feature = "stateful-limiter")]
+#[cfg(all(feature = "stateful-limiter", not(feature = "concurrency-limiter")))]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
         world: "axle:spi/stateful-limiter",
+        with: {
+            "axle:spi/types@0.2.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.2.0": crate::wasm::base::axle::spi::host,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__axle_export_limiter",
+        default_bindings_module: "axle_sdk::wasm::limiter::bindings",
+    });
+}
+
+/// The same kind with state handoff and `release` (how each admitted request ended).
+#[cfg(feature = "concurrency-limiter")]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "axle:spi/concurrency-limiter",
         with: {
             "axle:spi/types@0.2.0": crate::wasm::base::axle::spi::types,
             "axle:spi/host@0.2.0": crate::wasm::base::axle::spi::host,
@@ -76,6 +93,15 @@ impl<S: Slot> bindings::Guest for S {
         S::with(|slot| {
             if let Some(rt) = slot {
                 rt.import_state(&state)
+            }
+        })
+    }
+
+    #[cfg(feature = "concurrency-limiter")]
+    fn release(key: u32, permits: u32, latency_ns: u64, dropped: bool) {
+        S::with(|slot| {
+            if let Some(rt) = slot {
+                rt.release(key, permits, latency_ns, dropped)
             }
         })
     }
