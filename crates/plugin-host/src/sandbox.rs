@@ -350,6 +350,28 @@ impl<K: Kind> Instance<K> {
         .ok()
     }
 
+    /// Calls an optional export whose index was found once per component
+    /// (`Component::get_export_index`), for one on the request path: no lookup by name. A fault is handled like any
+    /// [`Instance::call`]'s.
+    pub fn call_export<P, R>(
+        &mut self,
+        what: &str,
+        index: &wasmtime::component::ComponentExportIndex,
+        params: P,
+    ) -> Result<R, Fault>
+    where
+        P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + Send + Sync,
+        R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + Send + Sync,
+    {
+        let Some(live) = self.live.as_mut() else {
+            let fault = Fault::Unavailable("no live instance".into());
+            self.fault(what, &fault);
+            return Err(fault);
+        };
+        let func = live.instance.get_typed_func::<P, R>(&mut live.store, index);
+        self.call(what, |_, store| func?.call(&mut *store, params))
+    }
+
     /// Records a fault found by the kind (e.g. an invalid answer) or by [`Instance::call`].
     /// Every fault is counted; the log gets the 1st, 2nd, 4th, 8th, ... of each cause, so
     /// a plugin that fails on every call cannot flood it.

@@ -143,16 +143,26 @@ async fn admitted(
     request: Frame,
 ) -> (Frame, bool) {
     let id = request.id;
-    if let Err(frame) = limit::admit(p, &ctx, guard, id) {
-        return (*frame, false);
-    }
+    let permit = match limit::admit(p, &ctx, guard, id) {
+        Ok(permit) => permit,
+        Err(frame) => return (*frame, false),
+    };
     let _entry = match guard.guard.enter() {
         Ok(entry) => entry,
-        Err(refusal) => return (protect::refusal(refusal, &ctx, id), false),
+        Err(refusal) => {
+            let answer = protect::refusal(refusal, &ctx, id);
+            if let Some(permit) = permit {
+                permit.ended(&answer);
+            }
+            return (answer, false);
+        }
     };
     let (response, ran) = dispatch::dispatch(handler, ctx, request, &guard.stats).await;
     if response.meta.error_class == Some(ErrorClass::Internal) {
         guard.guard.unexpected_error();
+    }
+    if let Some(permit) = permit {
+        permit.ended(&response);
     }
     (response, ran)
 }

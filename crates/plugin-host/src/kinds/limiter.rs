@@ -62,6 +62,9 @@ pub struct LimiterPlugin {
     keys: RwLock<Vec<Arc<LimitKey>>>,
     hasher: rustc_hash::FxBuildHasher,
     key_on: crate::KeyOn,
+    /// The component's `release` export (the `concurrency-limiter` world), found once at
+    /// load: `None` for a plain limiter, which the request path then never calls back.
+    release: Option<wasmtime::component::ComponentExportIndex>,
 }
 
 /// The answer of [`LimiterPlugin::acquire`].
@@ -85,6 +88,12 @@ impl LimiterPlugin {
         key_on: crate::KeyOn,
     ) -> Self {
         let owner = instances[0].pool_owner();
+        let release = instances[0]
+            .prepared()
+            .pre
+            .instance_pre()
+            .component()
+            .get_export_index(None, "release");
         LimiterPlugin {
             pool: Pool::new(
                 instances
@@ -101,7 +110,32 @@ impl LimiterPlugin {
             keys: RwLock::new(Vec::new()),
             hasher: rustc_hash::FxBuildHasher,
             key_on,
+            release,
         }
+    }
+
+    /// Whether the plugin wants to hear how admitted requests end (it exports `release`).
+    pub fn wants_release(&self) -> bool {
+        self.release.is_some()
+    }
+
+    /// Tells the plugin a request admitted under `key` ended (`latency_ns` after its
+    /// admission; `dropped` when it did not end with the handler's answer in time). A
+    /// plain limiter is not called. A fault here only costs the plugin this sample (and
+    /// its instance, replaced like any faulted one): the request has already ended.
+    pub fn release(&self, key: u32, permits: u32, latency_ns: u64, dropped: bool) {
+        let Some(index) = &self.release else {
+            return;
+        };
+        let _ = self.pool.with(|member| {
+            self.catch_up(member).and_then(|()| {
+                member.inst.call_export::<(u32, u32, u64, bool), ()>(
+                    "release",
+                    index,
+                    (key, permits, latency_ns, dropped),
+                )
+            })
+        });
     }
 
     /// The id of the key made of `parts` (keeping only the identities the limiter keys

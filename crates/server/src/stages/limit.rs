@@ -3,17 +3,75 @@
 //! (`key-on`: the caller's IP by default, its application name only if asked, since a
 //! caller can name itself anything). A rejection is `rate_limited` with the plugin's
 //! retry-after; the handler does not run.
+//!
+//! A limiter that exports `release` (the `concurrency-limiter` world) gets a [`Permit`]
+//! per admission and hears how the request ended when it drops; a plain limiter gets
+//! none, so its request path has no callback, no clock read and no reference count.
+
+use std::sync::Arc;
+use std::time::Instant;
 
 use crate::stages::protect::MethodGuard;
 use crate::{Context, Pipeline};
-use axle_plugin_host::kinds::limiter::{Admission, KeyParts};
+use axle_plugin_host::kinds::limiter::{Admission, KeyParts, LimiterPlugin};
 use axle_wire::{ErrorClass, Frame};
 
-/// `Err` carries the rejection frame (boxed: it is the rare path).
-pub fn admit(p: &Pipeline, ctx: &Context, guard: &MethodGuard, id: u64) -> Result<(), Box<Frame>> {
+/// An admission a `concurrency-limiter` is owed the end of. Dropped without
+/// [`Permit::ended`] (the caller went away, the request future was cancelled) it
+/// reports the request as dropped: the plugin hears of every admission exactly once.
+pub struct Permit {
+    limiter: Arc<LimiterPlugin>,
+    key: u32,
+    admitted: Instant,
+    reported: bool,
+}
+
+impl Permit {
+    /// The request ended with `answer`.
+    pub fn ended(mut self, answer: &Frame) {
+        self.report(dropped(answer.meta.error_class));
+    }
+
+    fn report(&mut self, dropped: bool) {
+        if !std::mem::replace(&mut self.reported, true) {
+            let latency_ns = self.admitted.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+            self.limiter.release(self.key, 1, latency_ns, dropped);
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.report(true);
+    }
+}
+
+/// Whether an answer means the request was dropped rather than served: it ran out of
+/// time, was refused for load after admission (the concurrency guard, the fuse), or the
+/// provider failed. A business error or a bad request was served: the latency is real.
+fn dropped(class: Option<ErrorClass>) -> bool {
+    matches!(
+        class,
+        Some(
+            ErrorClass::DeadlineExceeded
+                | ErrorClass::Overloaded
+                | ErrorClass::ShuttingDown
+                | ErrorClass::Internal
+        )
+    )
+}
+
+/// `Ok` carries the permit a `concurrency-limiter` is owed (none for a plain limiter or
+/// none at all); `Err` the rejection frame (boxed: it is the rare path).
+pub fn admit(
+    p: &Pipeline,
+    ctx: &Context,
+    guard: &MethodGuard,
+    id: u64,
+) -> Result<Option<Permit>, Box<Frame>> {
     let loaded = p.limiter.load();
     let Some(limiter) = loaded.as_ref() else {
-        return Ok(());
+        return Ok(None);
     };
     let key = limiter.key_id_of(KeyParts {
         service: &guard.service,
@@ -24,7 +82,12 @@ pub fn admit(p: &Pipeline, ctx: &Context, guard: &MethodGuard, id: u64) -> Resul
     match limiter.acquire(key, 1).admission {
         Admission::Admit => {
             guard.stats.limited(true);
-            Ok(())
+            Ok(limiter.wants_release().then(|| Permit {
+                limiter: limiter.clone(),
+                key,
+                admitted: Instant::now(),
+                reported: false,
+            }))
         }
         Admission::Reject { retry_after_ms } => {
             guard.stats.limited(false);
@@ -114,6 +177,84 @@ limiter = \"one\"
             .map(|v| (v.service.as_str(), v.method.as_str(), v.requests, v.handled))
             .collect();
         assert_eq!(rows, [("*", "*", 20, 0), ("echo", "*", 2, 1)]);
+        server.shutdown(std::time::Duration::ZERO).await;
+    }
+
+    /// A concurrency limiter of exactly two requests in flight per method.
+    const TWO_IN_FLIGHT: &str = "\
+[plugins.two]
+kind = \"limiter\"
+component = \"builtin:adaptive-concurrency\"
+timeout-ms = 1000
+key-on = []
+[plugins.two.config]
+initial-limit = 2
+max-limit = 2
+[slots]
+limiter = \"two\"
+";
+
+    #[tokio::test]
+    async fn a_concurrency_limiter_hears_each_admitted_request_end() {
+        let cache = tempfile::tempdir().unwrap();
+        let host = axle_plugin_host::PluginHost::new(Some(cache.path().to_path_buf())).unwrap();
+        let manifest =
+            axle_manifest::Manifest::parse(TWO_IN_FLIGHT, "test.toml", std::path::Path::new("/"))
+                .unwrap();
+        // The handler holds every request until the test lets it go.
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let entered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (g, e) = (gate.clone(), entered.clone());
+        let server = ServerBuilder::new()
+            .with_manifest(&host, &manifest)
+            .unwrap()
+            .any_method(
+                "echo",
+                Arc::new(move |req| {
+                    let (g, e) = (g.clone(), e.clone());
+                    Box::pin(async move {
+                        e.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let _permit = g.acquire().await;
+                        Ok(Response {
+                            payload: req.payload,
+                            content_type: req.content_type,
+                        })
+                    })
+                }),
+            )
+            .bind("127.0.0.1:0")
+            .await
+            .unwrap();
+        let p = &server.pipeline;
+        let limiter = p.limiter.load().as_ref().unwrap().clone();
+        assert!(limiter.wants_release());
+        let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
+        let held = async {
+            // Both admitted requests are in the handler: a third finds the limit full.
+            for _ in 0..10_000 {
+                if entered.load(std::sync::atomic::Ordering::SeqCst) == 2 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            assert_eq!(entered.load(std::sync::atomic::Ordering::SeqCst), 2);
+            let third = crate::pipeline::run(p, request(3, "echo", "a"), &peer).await;
+            assert_eq!(third.meta.error_class, Some(ErrorClass::RateLimited));
+            gate.add_permits(1000);
+        };
+        let (a, b, ()) = futures::join!(
+            crate::pipeline::run(p, request(1, "echo", "a"), &peer),
+            crate::pipeline::run(p, request(2, "echo", "a"), &peer),
+            held
+        );
+        assert_eq!((a.meta.error_class, b.meta.error_class), (None, None));
+        // Released: the limit has room again, request after request.
+        for i in 10..20 {
+            let ok = crate::pipeline::run(p, request(i, "echo", "a"), &peer).await;
+            assert_eq!(ok.meta.error_class, None, "request {i}");
+        }
+        // 2 + 1 + 10 acquires, 12 releases, and the one key's definition.
+        assert_eq!(limiter.counters().stats.calls, 13 + 12 + 1);
         server.shutdown(std::time::Duration::ZERO).await;
     }
 }
