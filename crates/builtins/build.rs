@@ -28,6 +28,15 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ("tag", "axle-plugin-tag", "router"),
     ("availability", "axle-plugin-availability", "health-scorer"),
     ("token-bucket", "axle-plugin-token-bucket", "limiter"),
+    ("sliding-window", "axle-plugin-sliding-window", "limiter"),
+    // Its own group: built with the token bucket, cargo's feature unification would give
+    // every limiter the `concurrency-limiter` world, and the kernel would call back a
+    // `release` that does nothing on each of their requests.
+    (
+        "adaptive-concurrency",
+        "axle-plugin-adaptive-concurrency",
+        "concurrency-limiter",
+    ),
 ];
 
 /// The empty component of `axle bench plugins` (the floor every call is compared with).

@@ -125,6 +125,17 @@ pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec
             ))
         }
     };
+    // Quotas per consumer application (`sliding-window`'s `quotas`) can only work on keys
+    // that carry the application's name; without it every app shares one key and the
+    // quotas would silently never apply.
+    if p.kind == PluginKind::Limiter && p.config.contains_key("quotas") && !key_on.consumer_app {
+        return Err((
+            key("key-on"),
+            "config `quotas` counts per consumer application: key-on must include \
+             \"consumer-app\" (e.g. key-on = [\"consumer-app\"])"
+                .into(),
+        ));
+    }
     let slow_call_us = p.slow_call_us.unwrap_or(0);
     if slow_call_us > timeout_ms * 1000 {
         return Err((

@@ -55,6 +55,8 @@ fn errors_name_file_key_and_reason() {
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\nquarantine-slow = true\n", "plugins.rr.quarantine-slow", "needs slow-call-us"),
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\nslow-call-us = 30000\n", "plugins.rr.slow-call-us", "past the call deadline"),
         ("[plugins.l]\nkind = \"limiter\"\ncomponent = \"a.wasm\"\nkey-on = [\"user\"]\n", "plugins.l.key-on", "consumer-ip"),
+        ("[plugins.l]\nkind = \"limiter\"\ncomponent = \"a.wasm\"\n[plugins.l.config]\nquotas = [\"billing=5\"]\n", "plugins.l.key-on", "\"consumer-app\""),
+        ("[plugins.l]\nkind = \"limiter\"\ncomponent = \"a.wasm\"\nkey-on = [\"consumer-ip\"]\n[plugins.l.config]\nquotas = [\"billing=5\"]\n", "plugins.l.key-on", "quotas"),
         ("[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\ntimeout-ms = \"fast\"\n", "plugins.rr.timeout-ms", "invalid type"),
         ("[slotz]\n", "slotz", "unknown field `slotz`"),
         ("[slots]\nrouters = [\"rr\"]\n[plugins.rr]\nkind = \"selector\"\ncomponent = \"a.wasm\"\n", "slots.routers", "`rr` is a selector, this slot takes a router"),
