@@ -230,6 +230,8 @@ pub struct Provider {
     pub registered_at: Instant,
     /// The registry keys it printed.
     pub keys: Vec<String>,
+    /// Its admin endpoint, when started with `--admin`.
+    pub admin: Option<String>,
     /// Later stdout lines.
     pub lines: mpsc::Receiver<String>,
 }
@@ -272,8 +274,13 @@ impl Provider {
         };
         let listening_at = Instant::now();
         let mut keys = Vec::new();
+        let mut admin = None;
         while keys.len() < 3 {
             let l = next(&lines, &mut child);
+            if let Some(a) = l.strip_prefix("admin on ") {
+                admin = Some(a.to_string());
+                continue;
+            }
             match l.strip_prefix("registered ") {
                 Some(k) => keys.push(k.to_string()),
                 None => {
@@ -288,6 +295,7 @@ impl Provider {
             listening_at,
             registered_at: Instant::now(),
             keys,
+            admin,
             lines,
         }
     }

@@ -2,14 +2,15 @@
 //! gateway` following `echo` through a real etcd appears in `axle consumers echo`, with
 //! its application and pid, and disappears as soon as it stops (SIGTERM deregisters; no
 //! wait for the lease). A hostile entry under the consumers prefix is listed as skipped
-//! with its reason, never shown as a consumer.
+//! with its reason, never shown as a consumer. The provider's own `axle stats --admin`
+//! (and its `GET /stats`) list the consumers of the services it serves.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use axle_host_tests::etcd::{wait_until, Etcd, Provider};
-use axle_host_tests::{axle_bin, rt};
+use axle_host_tests::{admin_stats, axle_bin, rt};
 
 /// `axle consumers echo --registry URL --json`, parsed.
 fn consumers(etcd: &Etcd) -> serde_json::Value {
@@ -157,4 +158,68 @@ fn hostile_consumer_entries_are_listed_as_skipped_never_shown() {
     assert!(skipped[0].contains("not a consumer's JSON"), "{skipped:?}");
     assert!(skipped[1].contains("application"), "{skipped:?}");
     assert!(!skipped[1].contains('\u{1b}'), "{skipped:?}");
+}
+
+/// The consumers of `service` in a provider's `stats` answer.
+fn consumers_in_stats(stats: &serde_json::Value, service: &str) -> Vec<serde_json::Value> {
+    stats["consumers"]
+        .as_array()
+        .expect("a consumers array in stats")
+        .iter()
+        .find(|c| c["service"] == service)
+        .unwrap_or_else(|| panic!("no consumers entry for {service}: {stats}"))["consumers"]
+        .as_array()
+        .expect("its consumers")
+        .clone()
+}
+
+#[test]
+fn a_provider_lists_the_consumers_of_its_services_in_its_stats() {
+    let Some(etcd) = Etcd::start_or_skip("a_provider_lists_the_consumers_...") else {
+        return;
+    };
+    let provider = Provider::start(&etcd.url(), &["--admin", "127.0.0.1:0"]);
+    let admin = provider
+        .admin
+        .clone()
+        .expect("the provider's admin address");
+    // Nobody follows yet: each served service is listed, with no consumer and no error.
+    let before = admin_stats(&admin);
+    for service in ["echo", "flaky", "kv"] {
+        assert!(consumers_in_stats(&before, service).is_empty(), "{before}");
+    }
+    assert!(before["consumers"][0].get("error").is_none(), "{before}");
+
+    let gateway = Gateway::start(&etcd.url(), "web-shop");
+    let pid = gateway.0.id();
+    wait_until(Duration::from_secs(5), || {
+        consumers_in_stats(&admin_stats(&admin), "echo")
+            .iter()
+            .any(|c| c["pid"] == pid && c["application"] == "web-shop")
+    })
+    .expect("the provider's stats list the gateway as a consumer of echo");
+
+    // The table says it too, under the service it calls.
+    let text = Command::new(axle_bin())
+        .args(["stats", "--admin", &admin])
+        .output()
+        .expect("run axle stats");
+    let text = String::from_utf8_lossy(&text.stdout);
+    let section = text
+        .split("consumers of echo")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no consumers section for echo:\n{text}"));
+    assert!(
+        section.contains("web-shop") && section.contains(&pid.to_string()),
+        "{text}"
+    );
+
+    // Over HTTP, on the same port: the same listing.
+    let answer = axle_host_tests::http::request(&admin, "GET", "/stats", &[], b"")
+        .expect("GET /stats on the admin port");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let over_http: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
+    assert!(consumers_in_stats(&over_http, "echo")
+        .iter()
+        .any(|c| c["pid"] == pid));
 }

@@ -21,6 +21,7 @@
 
 mod address;
 mod client;
+mod consumers;
 mod error;
 pub mod events;
 pub mod http;
@@ -34,6 +35,7 @@ mod watch;
 
 pub use address::{resolve, Exposure};
 pub use client::request;
+pub use consumers::{ConsumerSource, ServiceConsumers};
 pub use error::AdminError;
 pub use http::token::{Token, TOKEN_ENV};
 pub use method::{handler, method, AdminMethod, JSON};
@@ -101,6 +103,12 @@ impl Admin {
     pub fn swapper(mut self, swapper: Arc<axle_swap::Swapper>) -> Self {
         self.targets.swapper = Some(swapper);
         self.method("swap", swap::swap)
+    }
+
+    /// Lists the consumers of the services this kernel registers (`stats` answers them).
+    pub fn consumers(mut self, source: ConsumerSource) -> Self {
+        self.targets.consumers = Some(source);
+        self
     }
 
     /// Exposes `server` as `name` (its counters; it still stops on its own).

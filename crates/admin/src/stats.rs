@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Targets;
+use crate::consumers::ServiceConsumers;
 use axle_client::rules::RuleStatus;
 use axle_client::ServiceView;
 use axle_plugin_host::PluginCounters;
@@ -18,6 +19,10 @@ use axle_server::{ServerView, Status};
 pub struct StatsReport {
     pub clients: Vec<ClientStats>,
     pub servers: Vec<ServerStats>,
+    /// Who calls the services this kernel provides, from the registry it registers in
+    /// (only the `stats` method lists them: it is asked rarely, and may wait on etcd).
+    #[serde(default)]
+    pub consumers: Vec<ServiceConsumers>,
 }
 
 /// One client: per service, per endpoint.
@@ -68,12 +73,17 @@ impl StatsReport {
                     view: s.stats(),
                 })
                 .collect(),
+            consumers: Vec::new(),
         }
     }
 }
 
 /// The method: takes nothing (`null` or `{}`).
 pub async fn stats(targets: Arc<Targets>, _body: Value) -> Result<Value, Status> {
-    serde_json::to_value(StatsReport::of(&targets))
+    let mut report = StatsReport::of(&targets);
+    if let Some(source) = &targets.consumers {
+        report.consumers = source.list().await;
+    }
+    serde_json::to_value(report)
         .map_err(|e| Status::internal(format!("cannot encode the stats: {e}")))
 }

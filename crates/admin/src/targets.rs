@@ -15,6 +15,9 @@ pub struct Targets {
     pub swapper: Option<std::sync::Arc<axle_swap::Swapper>>,
     /// Recent health, breaker and quarantine events (the `events` method).
     pub events: std::sync::Arc<crate::events::EventLog>,
+    /// Where the consumers of the served services are listed (a kernel registered on
+    /// etcd); none: `stats` lists no consumers.
+    pub consumers: Option<crate::ConsumerSource>,
 }
 
 impl Targets {

@@ -199,14 +199,22 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(_) => Some(axle::swap::watch::start(swapper.clone(), |_| {})?),
         None => None,
     };
-    let admin = args
-        .admin
-        .start(
-            axle::admin::Admin::new()
-                .server("serve", &server)
-                .swapper(swapper),
-        )
-        .await?;
+    // The keys this kernel registers under: `stats` lists who calls them.
+    let keys = server
+        .services()
+        .iter()
+        .map(|s| ServiceKey::new(&namespace, s, &group))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut admin = axle::admin::Admin::new()
+        .server("serve", &server)
+        .swapper(swapper);
+    if let Some(backend) = &backend {
+        admin = admin.consumers(axle::admin::ConsumerSource::new(
+            backend.clone(),
+            keys.clone(),
+        ));
+    }
+    let admin = args.admin.start(admin).await?;
     // The line scripts and tests wait for, then the admin endpoint's (a second line, so
     // readers of the first are unaffected). A reader that went away is no reason to stop.
     {
@@ -235,11 +243,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         let Some(backend) = &backend else {
             anyhow::bail!("no registry backend for {registry:?}");
         };
-        let keys = server
-            .services()
-            .iter()
-            .map(|s| ServiceKey::new(&namespace, s, &group))
-            .collect::<Result<Vec<_>, _>>()?;
         let ready_timeout = Duration::from_millis(manifest.discovery.ready_timeout_ms);
         // Start inside-out: ready first, then visible. A stop signal meanwhile stops.
         let registered = tokio::select! {

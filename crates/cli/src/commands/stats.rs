@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use axle::admin::{ClientStats, ServerStats, StatsReport, DEFAULT_ADDR};
+use axle::admin::{ClientStats, ServerStats, ServiceConsumers, StatsReport, DEFAULT_ADDR};
 use axle::client::{Client, ClientConfig};
 use axle::manifest::Manifest;
 use axle::plugin::PluginCounters;
@@ -92,6 +92,7 @@ async fn probe(args: &Args) -> anyhow::Result<StatsReport> {
             rules: client.rules(),
         }],
         servers: Vec::new(),
+        consumers: Vec::new(),
     })
 }
 
@@ -106,10 +107,47 @@ pub fn render(report: &StatsReport) -> String {
         server_table(&mut out, s);
         plugin_table(&mut out, &s.plugins);
     }
+    for c in &report.consumers {
+        consumer_table(&mut out, c);
+    }
     if report.clients.is_empty() && report.servers.is_empty() {
         out.push_str("nothing exposed: no clients, no servers\n");
     }
     out
+}
+
+/// Who calls one served service (from the registry), or why that is unknown.
+fn consumer_table(out: &mut String, c: &ServiceConsumers) {
+    use std::fmt::Write;
+    let l = &c.listing;
+    let _ = write!(
+        out,
+        "consumers of {} (namespace {}, group {}): ",
+        l.service, l.namespace, l.group
+    );
+    if let Some(error) = &c.error {
+        let _ = writeln!(out, "unknown: {error}\n");
+        return;
+    }
+    let _ = writeln!(out, "{}", l.consumers.len());
+    if !l.consumers.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {:<20} {:<16} {:>8}  {}",
+            "application", "address", "pid", "id"
+        );
+    }
+    for consumer in &l.consumers {
+        let _ = writeln!(
+            out,
+            "  {:<20} {:<16} {:>8}  {}",
+            consumer.application, consumer.address, consumer.pid, consumer.id
+        );
+    }
+    for skipped in &l.skipped {
+        let _ = writeln!(out, "  skipped (invalid entry): {skipped}");
+    }
+    out.push('\n');
 }
 
 /// Each plugin's calls, faults by cause, quarantine and log lines.
