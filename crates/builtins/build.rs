@@ -37,6 +37,8 @@ const BUILTINS: &[(&str, &str, &str)] = &[
         "axle-plugin-adaptive-concurrency",
         "concurrency-limiter",
     ),
+    // Its own group too: `providers-changed` only where it is wanted.
+    ("cluster-rate", "axle-plugin-cluster-rate", "cluster-limiter"),
 ];
 
 /// The empty component of `axle bench plugins` (the floor every call is compared with).

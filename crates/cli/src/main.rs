@@ -1,5 +1,6 @@
 //! The `axle` command.
 
+mod cluster;
 mod commands;
 mod logging;
 mod otlp;

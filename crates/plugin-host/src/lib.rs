@@ -10,6 +10,7 @@
 
 mod bindings;
 pub mod cache;
+pub mod cluster;
 pub mod compile_hook;
 pub mod config;
 mod convert;
@@ -126,6 +127,8 @@ pub struct PluginHost {
     linker: Linker<HostState>,
     cache: ArtifactCache,
     facts: Arc<FactsTable>,
+    /// Providers per service, for limiters that share a cluster-wide rate (`cluster.rs`).
+    cluster: Arc<cluster::ClusterView>,
     /// Told when a plugin must be compiled (a cache miss) and when that is done.
     compile_hook: Option<CompileHook>,
     /// Native twins to run in place of builtin components (none unless given).
@@ -152,6 +155,7 @@ impl PluginHost {
             linker,
             cache,
             facts: FactsTable::new(),
+            cluster: Arc::default(),
             compile_hook: None,
             natives: native::Natives::default(),
         })
@@ -184,6 +188,12 @@ impl PluginHost {
     /// The facts behind `host.facts`.
     pub fn facts(&self) -> &Arc<FactsTable> {
         &self.facts
+    }
+
+    /// Providers per service, as the kernel feeds it (`axle serve`: from discovery),
+    /// read by every limiter this host loads.
+    pub fn cluster(&self) -> &Arc<cluster::ClusterView> {
+        &self.cluster
     }
 
     /// Loads every plugin of a manifest's `[plugins]`, failing on the first that cannot
@@ -257,6 +267,7 @@ impl PluginHost {
                         instances,
                         spec.on_error_admit,
                         spec.key_on,
+                        self.cluster.clone(),
                     ))),
                     report,
                 )

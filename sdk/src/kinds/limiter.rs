@@ -46,6 +46,12 @@ pub trait Limiter: Sized + 'static {
         _dropped: bool,
     ) {
     }
+
+    /// `service` is served by `providers` providers now (built with the `cluster-limiter`
+    /// feature; the kernel calls it when the count changes, before the next `acquire`). A
+    /// limiter sharing a cluster-wide rate out takes its part here; the default ignores
+    /// it. A service never told counts as one provider.
+    fn providers_changed(&mut self, _service: &str, _providers: u32) {}
 }
 
 /// The most keys a limiter keeps; ids at or above it are admitted by the runtime.
@@ -146,6 +152,11 @@ impl<T: Limiter> LimiterRuntime<T> {
         if let Some(entry) = self.keys.get_mut(key as usize).and_then(|k| k.as_mut()) {
             self.plugin.release(entry, permits, latency_ns, dropped)
         }
+    }
+
+    /// `providers-changed`. A count of 0 is taken as 1: a provider hearing it serves.
+    pub fn providers_changed(&mut self, service: &str, providers: u32) {
+        self.plugin.providers_changed(service, providers.max(1))
     }
 
     /// `acquire`. An unknown key is admitted: the kernel always defines keys first, so

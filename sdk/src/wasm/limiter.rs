@@ -17,7 +17,11 @@ pub mod bindings {
 }
 
 /// The same kind with the optional state handoff exports.
-#[cfg(all(feature = "stateful-limiter", not(feature = "concurrency-limiter")))]
+#[cfg(all(
+    feature = "stateful-limiter",
+    not(feature = "concurrency-limiter"),
+    not(feature = "cluster-limiter")
+))]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
@@ -49,6 +53,26 @@ pub mod bindings {
         default_bindings_module: "axle_sdk::wasm::limiter::bindings",
     });
 }
+
+/// The same kind with state handoff and `providers-changed` (providers per service).
+#[cfg(all(feature = "cluster-limiter", not(feature = "concurrency-limiter")))]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "axle:spi/cluster-limiter",
+        with: {
+            "axle:spi/types@0.2.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.2.0": crate::wasm::base::axle::spi::host,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__axle_export_limiter",
+        default_bindings_module: "axle_sdk::wasm::limiter::bindings",
+    });
+}
+
+#[cfg(all(feature = "cluster-limiter", feature = "concurrency-limiter"))]
+compile_error!("a limiter is a concurrency-limiter or a cluster-limiter, not both");
 
 use crate::wasm::base::axle::spi::types as wit;
 use bindings::axle::spi::limits;
@@ -102,6 +126,15 @@ impl<S: Slot> bindings::Guest for S {
         S::with(|slot| {
             if let Some(rt) = slot {
                 rt.release(key, permits, latency_ns, dropped)
+            }
+        })
+    }
+
+    #[cfg(all(feature = "cluster-limiter", not(feature = "concurrency-limiter")))]
+    fn providers_changed(service: String, providers: u32) {
+        S::with(|slot| {
+            if let Some(rt) = slot {
+                rt.providers_changed(&service, providers)
             }
         })
     }

@@ -205,6 +205,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|s| ServiceKey::new(&namespace, s, &group))
         .collect::<Result<Vec<_>, _>>()?;
+    // Providers per service, for a limiter sharing a cluster-wide rate (`cluster.rs`).
+    let _cluster = crate::cluster::follow(host.cluster(), backend.as_ref(), &keys, &manifest);
     let mut admin = axle::admin::Admin::new()
         .server("serve", &server)
         .swapper(swapper);

@@ -29,6 +29,9 @@ struct Member {
     inst: Instance<LimiterKind>,
     /// Keys this instance has been told about (in id order), for replay.
     known: Vec<Arc<LimitKey>>,
+    /// The cluster view's version this instance was last told (`cluster-limiter` only;
+    /// 0: nothing yet, as for a new instance).
+    cluster_seen: u64,
 }
 
 /// A key's parts as a request carries them, borrowed (no allocation to look one up).
@@ -65,6 +68,10 @@ pub struct LimiterPlugin {
     /// The component's `release` export (the `concurrency-limiter` world), found once at
     /// load: `None` for a plain limiter, which the request path then never calls back.
     release: Option<wasmtime::component::ComponentExportIndex>,
+    /// The component's `providers-changed` export (the `cluster-limiter` world), and the
+    /// view it is fed from.
+    providers_changed: Option<wasmtime::component::ComponentExportIndex>,
+    cluster: Arc<crate::cluster::ClusterView>,
 }
 
 /// The answer of [`LimiterPlugin::acquire`].
@@ -86,14 +93,17 @@ impl LimiterPlugin {
         instances: Vec<Instance<LimiterKind>>,
         on_error_admit: bool,
         key_on: crate::KeyOn,
+        cluster: Arc<crate::cluster::ClusterView>,
     ) -> Self {
         let owner = instances[0].pool_owner();
-        let release = instances[0]
+        let component = instances[0]
             .prepared()
             .pre
             .instance_pre()
             .component()
-            .get_export_index(None, "release");
+            .clone();
+        let release = component.get_export_index(None, "release");
+        let providers_changed = component.get_export_index(None, "providers-changed");
         LimiterPlugin {
             pool: Pool::new(
                 instances
@@ -101,6 +111,7 @@ impl LimiterPlugin {
                     .map(|inst| Member {
                         inst,
                         known: Vec::new(),
+                        cluster_seen: 0,
                     })
                     .collect(),
                 owner,
@@ -111,6 +122,8 @@ impl LimiterPlugin {
             hasher: rustc_hash::FxBuildHasher,
             key_on,
             release,
+            providers_changed,
+            cluster,
         }
     }
 
@@ -288,9 +301,11 @@ impl LimiterPlugin {
     }
 
     /// Brings an instance up to date: a new instance hears every key again, a live one
-    /// only the keys interned since it last heard.
+    /// only the keys interned since it last heard; a `cluster-limiter` also the provider
+    /// counts, when they changed since it last heard (one atomic load otherwise).
     fn catch_up(&self, member: &mut Member) -> Result<(), Fault> {
         if !member.inst.is_live() {
+            member.cluster_seen = 0;
             let known = member.known.clone();
             member.inst.ensure(0, move |bindings, store| {
                 for (id, key) in known.iter().enumerate() {
@@ -307,6 +322,20 @@ impl LimiterPlugin {
                 .inst
                 .call("key-defined", |b, s| b.call_key_defined(s, id as u32, &key))?;
             member.known.push(key);
+        }
+        drop(keys);
+        if let Some(index) = &self.providers_changed {
+            if self.cluster.version() != member.cluster_seen {
+                let (version, counts) = self.cluster.snapshot();
+                for (service, providers) in &counts {
+                    member.inst.call_export::<(&str, u32), ()>(
+                        "providers-changed",
+                        index,
+                        (service.as_str(), *providers),
+                    )?;
+                }
+                member.cluster_seen = version;
+            }
         }
         Ok(())
     }
