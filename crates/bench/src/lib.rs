@@ -286,17 +286,41 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                     consumer_app: String::new(),
                     consumer_ip: "127.0.0.1".into(),
                 });
-                let wasm = ns_per_call(budget, |_| {
-                    black_box(p.acquire(key, 1));
-                });
-                let native = builtin
-                    .and_then(|b| native::limiter(b, &config))
-                    .map(|mut l| {
-                        ns_per_call(budget, |_| {
-                            black_box(l.acquire(0, 1));
-                        })
+                if p.wants_release() {
+                    // A concurrency limiter hears every admission's end: timed as the
+                    // request path calls it, acquire and release alternating (per call).
+                    let wasm = ns_per_call(budget, |i| {
+                        if i % 2 == 0 {
+                            black_box(p.acquire(key, 1));
+                        } else {
+                            p.release(key, 1, 1_000_000, false);
+                        }
                     });
-                row("acquire", "-".into(), wasm, native);
+                    let native = builtin
+                        .and_then(|b| native::limiter(b, &config))
+                        .map(|mut l| {
+                            ns_per_call(budget, |i| {
+                                if i % 2 == 0 {
+                                    black_box(l.acquire(0, 1));
+                                } else {
+                                    l.release(0, 1, 1_000_000, false);
+                                }
+                            })
+                        });
+                    row("acquire+release", "-".into(), wasm, native);
+                } else {
+                    let wasm = ns_per_call(budget, |_| {
+                        black_box(p.acquire(key, 1));
+                    });
+                    let native = builtin
+                        .and_then(|b| native::limiter(b, &config))
+                        .map(|mut l| {
+                            ns_per_call(budget, |_| {
+                                black_box(l.acquire(0, 1));
+                            })
+                        });
+                    row("acquire", "-".into(), wasm, native);
+                }
             }
         }
     }

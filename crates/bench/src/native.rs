@@ -3,7 +3,7 @@
 //! what the wasm boundary costs as a ratio, not a guess.
 
 use axle_sdk::{
-    Config, ConfigValue, HealthScorer, LimitKey, LimiterRuntime, RouterRuntime, Selector,
+    Config, ConfigValue, HealthScorer, LimitKey, Limiter, LimiterRuntime, RouterRuntime, Selector,
     SelectorRuntime, Serializer, Value, WindowStats,
 };
 
@@ -98,17 +98,35 @@ pub fn score(s: &mut axle_plugin_availability::Availability, stats: &WindowStats
     s.score(stats).weight_permille
 }
 
+/// A limiter run natively.
+pub trait NativeLimiter {
+    fn acquire(&mut self, key: u32, permits: u32) -> axle_sdk::Admission;
+    fn release(&mut self, key: u32, permits: u32, latency_ns: u64, dropped: bool);
+}
+
+impl<T: Limiter> NativeLimiter for LimiterRuntime<T> {
+    fn acquire(&mut self, key: u32, permits: u32) -> axle_sdk::Admission {
+        LimiterRuntime::acquire(self, key, permits)
+    }
+    fn release(&mut self, key: u32, permits: u32, latency_ns: u64, dropped: bool) {
+        LimiterRuntime::release(self, key, permits, latency_ns, dropped)
+    }
+}
+
 /// The native twin of builtin limiter `name`, with key 0 defined.
-pub fn limiter(
-    name: &str,
-    config: &Config,
-) -> Option<LimiterRuntime<axle_plugin_token_bucket::TokenBucket>> {
+pub fn limiter(name: &str, config: &Config) -> Option<Box<dyn NativeLimiter>> {
+    fn boxed<T: Limiter>(c: &Config) -> Option<Box<dyn NativeLimiter>> {
+        let mut rt = LimiterRuntime::<T>::new(c).ok()?;
+        rt.key_defined(0, LimitKey::default());
+        Some(Box::new(rt))
+    }
     match name {
-        "token-bucket" => {
-            let mut rt = LimiterRuntime::new(config).ok()?;
-            rt.key_defined(0, LimitKey::default());
-            Some(rt)
+        "token-bucket" => boxed::<axle_plugin_token_bucket::TokenBucket>(config),
+        "sliding-window" => boxed::<axle_plugin_sliding_window::SlidingWindow>(config),
+        "adaptive-concurrency" => {
+            boxed::<axle_plugin_adaptive_concurrency::AdaptiveConcurrency>(config)
         }
+        "cluster-rate" => boxed::<axle_plugin_cluster_rate::ClusterRate>(config),
         _ => None,
     }
 }
