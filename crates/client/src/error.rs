@@ -33,6 +33,14 @@ pub enum CallError {
         /// With `business`: the handler's machine-readable reason, if it gave one.
         code: Option<String>,
     },
+    /// An interceptor refused the call: before it was sent (`client-before`, nothing was
+    /// sent), or once it had its answer (`client-after`, the answer was replaced).
+    #[error("refused by interceptor `{interceptor}`: {class}: {message}")]
+    Intercepted {
+        interceptor: String,
+        class: ErrorClass,
+        message: String,
+    },
 }
 
 impl CallError {
@@ -47,6 +55,7 @@ impl CallError {
             CallError::Transport(TransportError::Timeout) => "deadline_exceeded",
             CallError::Transport(_) => "transport",
             CallError::Remote { class, .. } => class.as_str(),
+            CallError::Intercepted { class, .. } => class.as_str(),
         }
     }
 }

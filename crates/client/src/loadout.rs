@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 
 use axle_manifest::{Manifest, PluginSpec};
 use axle_plugin_host::kinds::health_scorer::HealthScorerPlugin;
+use axle_plugin_host::kinds::interceptor::InterceptorPlugin;
 use axle_plugin_host::kinds::router::RouterPlugin;
 use axle_plugin_host::kinds::selector::SelectorPlugin;
 use axle_plugin_host::kinds::serializer::SerializerPlugin;
@@ -25,6 +26,8 @@ pub struct ServiceSlots {
     pub selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>>,
     /// The manifest's governance tiers.
     pub manifest: Arc<Manifest>,
+    /// The `client-interceptors` chain, in manifest order.
+    pub client_interceptors: Vec<Arc<InterceptorPlugin>>,
 }
 
 /// Everything a manifest's slots resolve to.
@@ -62,6 +65,7 @@ impl Loadout {
             wanted.extend(slots.routers.clone().unwrap_or_default());
         }
         wanted.extend(manifest.slots_for("").health_scorer);
+            wanted.extend(slots.client_interceptors.clone().unwrap_or_default());
         let layers = std::iter::once(&manifest.governance)
             .chain(manifest.service_governance.values())
             .chain(manifest.method_governance.values());
@@ -129,6 +133,15 @@ impl Loadout {
             let slots = manifest.slots_for(service);
             let selector = match slots.selector.as_deref().and_then(plugin) {
                 Some(Plugin::Selector(s)) => s.clone(),
+            let client_interceptors = slots
+                .client_interceptors
+                .iter()
+                .flatten()
+                .filter_map(|n| match plugin(n) {
+                    Some(Plugin::Interceptor(i)) => Some(i.clone()),
+                    _ => None,
+                })
+                .collect();
                 _ => bail!(
                     "{}: service `{service}` has no selector: set [slots] selector or [services.{service}.slots] selector",
                     manifest.file
@@ -162,6 +175,7 @@ impl Loadout {
             Loadout {
                 manifest,
                 plugins,
+                    client_interceptors,
                 serializers,
                 selectors,
                 routers,

@@ -6,6 +6,9 @@
 //! ```text
 //! encode      stages/encode.rs    once per call, before any attempt (typed calls only;
 //!                                 raw bytes skip it): every attempt sends the same bytes
+//! intercept   stages/intercept.rs client-before: the service's `client-interceptors` in
+//!                                 order pass, set the tags the call routes with and sends,
+//!                                 or refuse (nothing sent); none configured: no cost
 //! cache       stages/cache.rs     an idempotent method's answer kept `cache-ttl-ms`:
 //!                                 the same request (method, content type, bytes) is
 //!                                 answered from it, nothing below runs (opt-in)
@@ -22,6 +25,8 @@
 //!                                 failovers capped per call (`max-failovers`); a lost
 //!                                 answer of a deduplicated method goes back to its
 //!                                 endpoint (the same request id, answered from memory)
+//! intercept   stages/intercept.rs client-after: the final answer shown to the chain; a
+//!                                 refusal replaces it
 //! fallback    stages/fallback.rs  the method's fallback when the call finally fails
 //! ```
 //!
@@ -72,6 +77,32 @@ impl Client {
             policy.counters.cache(hit.is_some());
             if let Some(reply) = hit {
                 return Ok(reply);
+        let retagged;
+        let options = {
+            let seen = stages::intercept::Seen {
+                svc: &svc,
+                method,
+                body: &body,
+                options,
+            };
+            let budget_end = started + options.timeout.unwrap_or(g.timeout());
+            match stages::intercept::before(&policy.interceptors, &seen, budget_end) {
+                Ok(None) => options,
+                Ok(Some(tags)) => {
+                    retagged = CallOptions {
+                        tags,
+                        ..options.clone()
+                    };
+                    &retagged
+                }
+                Err(refused) => {
+                    let refused = Err(refused);
+                    let took = started.elapsed().as_nanos() as u64;
+                    policy.counters.ended(&refused, took);
+                    return refused;
+                }
+            }
+        };
             }
         }
         let deadline = started + options.timeout.unwrap_or(g.timeout());
@@ -109,6 +140,13 @@ impl Client {
             .ended(&result, started.elapsed().as_nanos() as u64);
         if let (Some(cache), Ok(reply)) = (&policy.cache, &result) {
             cache.put(method, content_type, &body, reply);
+        let seen = stages::intercept::Seen {
+            svc: &svc,
+            method,
+            body: &body,
+            options,
+        };
+        let result = stages::intercept::after(&policy.interceptors, &seen, deadline, result);
         }
         match (result, &g.fallback) {
             (Err(e), Some(fallback)) if options.fallback && stages::fallback::applies(&e) => {

@@ -143,6 +143,8 @@ pub struct MethodPolicy {
     pub counters: Arc<CallCounters>,
     /// Answers kept for `cache-ttl-ms` (none: the method does not cache; new with every
     /// policy, so a swap never answers from a cache the new settings did not make).
+    /// The service's `client-interceptors`, in chain order (empty: none, and no cost).
+    pub interceptors: Vec<Arc<axle_plugin_host::kinds::interceptor::InterceptorPlugin>>,
     pub cache: Option<crate::stages::cache::Cache>,
 }
 
@@ -216,6 +218,7 @@ impl MethodPolicy {
             breaker,
             selector,
             memo: ArcSwap::from_pointee(Vec::new()),
+            interceptors: slots.client_interceptors.clone(),
             counters,
         }
     }

@@ -35,7 +35,7 @@ pub const CLASSES: [&str; 13] = [
 fn class_index(err: &CallError) -> usize {
     let wire = |class: ErrorClass| class as usize - 1;
     match err {
-        CallError::Remote { class, .. } => wire(*class),
+        CallError::Remote { class, .. } | CallError::Intercepted { class, .. } => wire(*class),
         CallError::NoSuchService(_) => wire(ErrorClass::NotFound),
         CallError::Encode(_) => wire(ErrorClass::BadRequest),
         CallError::Transport(TransportError::Timeout) => wire(ErrorClass::DeadlineExceeded),

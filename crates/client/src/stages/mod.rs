@@ -5,6 +5,7 @@ pub mod count;
 pub mod encode;
 pub mod fallback;
 pub mod feedback;
+pub mod intercept;
 pub mod retry;
 pub mod route;
 pub mod select;
