@@ -26,6 +26,7 @@ use futures::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use axle_plugin_host::kinds::interceptor::InterceptorPlugin;
 use axle_plugin_host::kinds::limiter::LimiterPlugin;
 use axle_plugin_host::kinds::serializer::SerializerPlugin;
 use axle_transport::serve::{self, Connections, Dispatch, Peer, ServeLimits};
@@ -44,6 +45,8 @@ pub struct ServerBuilder {
     /// version on a swap).
     limiter_spec: Option<(axle_manifest::PluginSpec, [u8; 32])>,
     serializers: HashMap<String, Arc<SerializerPlugin>>,
+    /// The interceptors some `server-interceptors` slot names, by manifest name.
+    interceptors: std::collections::BTreeMap<String, Arc<InterceptorPlugin>>,
     limits: ServeLimits,
     manifest: Option<Arc<axle_manifest::Manifest>>,
     /// The application's readiness hook (see [`ServerBuilder::readiness`]).
@@ -152,9 +155,15 @@ impl ServerBuilder {
         if let Some(files) = &manifest.tls.server {
             self.tls = Some(ServerTls::load(files)?);
         }
+        let chained: std::collections::BTreeSet<&str> = std::iter::once(&manifest.slots)
+            .chain(manifest.services.values())
+            .flat_map(|s| s.server_interceptors.iter().flatten())
+            .map(String::as_str)
+            .collect();
         for spec in manifest.plugins.values() {
             let wanted = spec.kind == PluginKind::Serializer
-                || manifest.slots.limiter.as_deref() == Some(spec.name.as_str());
+                || manifest.slots.limiter.as_deref() == Some(spec.name.as_str())
+                || chained.contains(spec.name.as_str());
             if !wanted {
                 continue;
             }
@@ -164,6 +173,9 @@ impl ServerBuilder {
                 Plugin::Limiter(l) => {
                     self.limiter = Some(l);
                     self.limiter_spec = Some((spec.clone(), loaded.report.digest));
+                }
+                Plugin::Interceptor(i) => {
+                    self.interceptors.insert(spec.name.clone(), i);
                 }
                 _ => {}
             }
@@ -205,7 +217,13 @@ impl ServerBuilder {
                 .flat_map(|(s, methods)| methods.keys().map(move |m| (s.as_str(), m.as_str()))),
             self.any_method.keys().map(String::as_str),
         );
+        let interceptors = server_interceptors(
+            self.manifest.as_deref(),
+            &self.interceptors,
+            &services,
+        );
         let pipeline = Arc::new(Pipeline {
+            interceptors,
             handlers: self.handlers,
             any_method: self.any_method,
             limiter: arc_swap::ArcSwapOption::new(self.limiter),
@@ -251,6 +269,31 @@ impl ServerBuilder {
             on_closing: Vec::new(),
         }
     }
+}
+
+/// Each served service's `server-interceptors` chain (a service's own slot, else the
+/// global one), built from the loaded interceptors in manifest order.
+fn server_interceptors(
+    manifest: Option<&axle_manifest::Manifest>,
+    loaded: &std::collections::BTreeMap<String, Arc<InterceptorPlugin>>,
+    services: &[String],
+) -> FxHashMap<String, Vec<Arc<InterceptorPlugin>>> {
+    let Some(manifest) = manifest else {
+        return FxHashMap::default();
+    };
+    services
+        .iter()
+        .filter_map(|service| {
+            let chain: Vec<_> = manifest
+                .slots_for(service)
+                .server_interceptors
+                .iter()
+                .flatten()
+                .filter_map(|name| loaded.get(name).cloned())
+                .collect();
+            (!chain.is_empty()).then(|| (service.clone(), chain))
+        })
+        .collect()
 }
 
 /// Connections the kernel may hold for the accept loop (tokio's default is 1,024): a
@@ -421,7 +464,15 @@ impl ServerObserver {
             .map(|l| l.counters())
             .collect::<Vec<_>>();
         let serializers = self.0.serializers.iter().map(|s| s.counters());
-        limiter.into_iter().chain(serializers).collect()
+        let mut interceptors: Vec<_> = self.0.interceptors.values().flatten().collect();
+        interceptors.sort_by(|a, b| a.name().cmp(b.name()));
+        interceptors.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        let interceptors = interceptors.into_iter().map(|i| i.counters());
+        limiter
+            .into_iter()
+            .chain(serializers)
+            .chain(interceptors)
+            .collect()
     }
 
     /// Where the server listens.
@@ -449,6 +500,9 @@ pub struct Pipeline {
     guards: stages::protect::Guards,
     /// Which peers are internal (`[trust]`; nobody without a manifest).
     trust: axle_manifest::TrustSpec,
+    /// Each service's `server-interceptors` chain, in manifest order (services without
+    /// one are absent; an empty map costs a request one check).
+    interceptors: FxHashMap<String, Vec<Arc<InterceptorPlugin>>>,
     /// Set when the server starts stopping (read per request: an atomic, not the watch).
     closing: AtomicBool,
     /// When the last request was refused with `shutting_down` (`facts::now_ns`): the drain

@@ -12,6 +12,10 @@
 //!                                      any protection runs (nothing below counts it)
 //! trust            protect.rs          internal-only methods refuse external requests (a
 //!                                      peer `[trust]` does not name is always external)
+//! intercept        intercept.rs        server-before: the service's `server-interceptors`
+//!                                      pass, set the tags the handler sees, or refuse
+//!                                      (an error frame of the refusal's class); none
+//!                                      configured: one emptiness check
 //! limiter          limit.rs            the limiter plugin admits or rejects
 //! guard and fuse   governance          max-concurrent, error fuse
 //! deadline         here, dispatch.rs   the budget, capped by the method's `max-deadline-ms`
@@ -19,6 +23,8 @@
 //!                                      already gone does not start
 //! handler          dispatch.rs         the handler, with what is left of the budget, in
 //!                                      its own span of the caller's trace (trace.rs)
+//! intercept        intercept.rs        server-after: the answer shown to the chain (the
+//!                                      handler's or a stage's); a refusal replaces it
 //! ```
 //!
 //! Every method's requests and answers are counted on the way (`stats.rs`). A method is
@@ -32,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::stages::dedup::Seen;
-use crate::stages::{dispatch, limit, protect};
+use crate::stages::{dispatch, intercept, limit, protect};
 use crate::{Context, Handler, Pipeline};
 use axle_core::RequestScope;
 use axle_transport::serve::Peer;
@@ -95,8 +101,9 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: &Arc<Peer>) -> Frame {
     response
 }
 
-/// Internal-only, then (for a deduplicated method) a repeat answered from memory, then
-/// limiter, concurrency guard and fuse, then the handler.
+/// Internal-only, then the server-before interceptors, then (for a deduplicated method) a
+/// repeat answered from memory, then limiter, concurrency guard and fuse, then the
+/// handler, and the server-after interceptors on its answer.
 async fn protected(
     p: &Pipeline,
     guard: &protect::MethodGuard,
@@ -109,6 +116,30 @@ async fn protected(
     if let Err(frame) = protect::check_internal(guard, external, &ctx, id) {
         return *frame;
     }
+    let chain = intercept::chain(p, &guard.service);
+    if chain.is_empty() {
+        return deduplicated(p, guard, handler, ctx, request).await;
+    }
+    let mut ctx = ctx;
+    match intercept::before(chain, &mut ctx, &request.payload, id) {
+        Err(refused) => *refused,
+        Ok(None) => deduplicated(p, guard, handler, ctx, request).await,
+        Ok(Some(parts)) => {
+            let answer = deduplicated(p, guard, handler, ctx, request).await;
+            intercept::after(chain, &parts, answer)
+        }
+    }
+}
+
+/// A repeat of a deduplicated method answered from memory, else admitted and run.
+async fn deduplicated(
+    p: &Pipeline,
+    guard: &protect::MethodGuard,
+    handler: Handler,
+    ctx: Context,
+    request: Frame,
+) -> Frame {
+    let id = request.id;
     let (Some(dedup), Some(request_id)) = (&guard.dedup, request.meta.request_id) else {
         return admitted(p, guard, handler, ctx, request).await.0;
     };
