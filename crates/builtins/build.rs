@@ -40,6 +40,8 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     // Its own group too: `providers-changed` only where it is wanted.
     ("cluster-rate", "axle-plugin-cluster-rate", "cluster-limiter"),
 ];
+    ("allow-apps", "axle-plugin-allow-apps", "interceptor"),
+    ("tag-map", "axle-plugin-tag-map", "interceptor"),
 
 /// The empty component of `axle bench plugins` (the floor every call is compared with).
 const FLOOR: (&str, &str) = ("axle-plugin-floor", "floor");

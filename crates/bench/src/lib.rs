@@ -7,6 +7,7 @@ pub mod alloc_count;
 pub mod cpu;
 pub mod gateway;
 pub mod hostile;
+pub mod intercept;
 pub mod languages;
 pub mod native;
 pub mod pki;
@@ -326,6 +327,11 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
     }
     Ok(Report {
         floor_ns,
+            Plugin::Interceptor(p) => {
+                intercept::rows(p, builtin, &config, budget, &mut |f, param, wasm, native| {
+                    row(f, param, wasm, native)
+                });
+            }
         plugins: rows,
     })
 }

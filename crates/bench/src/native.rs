@@ -152,6 +152,23 @@ where
     }
     fn select(&mut self, id: u32, hash_key: u64) -> Option<u32> {
         self.0.select(id, hash_key)
+/// The native twin of builtin interceptor `name`: its `intercept`, called directly.
+pub type NativeInterceptor =
+    Box<dyn FnMut(&axle_sdk::InterceptCall) -> axle_sdk::InterceptVerdict>;
+
+/// The native twin of builtin interceptor `name`.
+pub fn interceptor(name: &str, config: &Config) -> Option<NativeInterceptor> {
+    fn boxed<T: axle_sdk::Interceptor>(c: &Config) -> Option<NativeInterceptor> {
+        let mut plugin = T::new(c).ok()?;
+        Some(Box::new(move |call| plugin.intercept(call)))
+    }
+    match name {
+        "allow-apps" => boxed::<axle_plugin_allow_apps::AllowApps>(config),
+        "tag-map" => boxed::<axle_plugin_tag_map::TagMap>(config),
+        _ => None,
+    }
+}
+
     }
     fn feedback(&mut self, outcomes: &[axle_sdk::Outcome]) {
         self.0.feedback(outcomes)
