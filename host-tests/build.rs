@@ -17,6 +17,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("axle-fixture-hostile-router", "router"),
     ("axle-fixture-hostile-health", "health-scorer"),
     ("axle-fixture-hostile-serializer", "serializer"),
+    ("axle-fixture-hostile-interceptor", "interceptor"),
 ];
 
 fn main() {
