@@ -130,6 +130,30 @@ fn allow_apps_refuses_a_denied_app_admits_an_allowed_one_and_memoises() {
     assert_eq!(c["faults"], 0, "{c}");
     // Three shapes (two apps and none): each asked once, every other call from the memo.
     assert_eq!(c["memo_hits"], 28, "{c}");
+    // The same counters in `axle stats` and on /metrics.
+    let admin = p.admin.as_deref().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let table = text(&run_axle(&["stats", "--admin", admin], cache.path()).stdout);
+    let row = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("gate ") && l.contains("28"))
+        .unwrap_or_else(|| panic!("no interceptor row for `gate`:\n{table}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells, ["gate", "31", "20", "0", "11", "28", "0"], "{table}");
+    let metrics = axle_host_tests::http::request(admin, "GET", "/metrics", &[], b"")
+        .expect("GET /metrics")
+        .body;
+    let memo = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("axle_interceptor_memo_hits_total{") && l.contains("plugin=\"gate\"")
+        })
+        .unwrap_or_else(|| panic!("no memo hits for `gate` on /metrics"));
+    assert!(memo.ends_with(" 28"), "{memo}");
+    assert!(
+        metrics.contains("verdict=\"refuse\"} 11"),
+        "refusals on /metrics"
+    );
 }
 
 #[test]

@@ -161,6 +161,20 @@ fn plugin(e: &mut Exposition, side: &str, owner: &str, p: &PluginCounters) {
     e.sample("axle_plugin_replaced_total", &l, s.replaced as f64);
     e.sample("axle_plugin_timed_calls_total", &l, s.timed_calls as f64);
     e.sample("axle_plugin_call_seconds_total", &l, seconds(s.time_ns));
+    if let Some(i) = &s.intercept {
+        e.sample("axle_interceptor_calls_total", &l, i.calls as f64);
+        let verdicts = [
+            ("pass", i.passes),
+            ("set-tags", i.tag_changes),
+            ("refuse", i.refusals),
+        ];
+        for (verdict, n) in verdicts {
+            let l = [l[0], l[1], l[2], ("verdict", verdict)];
+            e.sample("axle_interceptor_verdicts_total", &l, n as f64);
+        }
+        e.sample("axle_interceptor_memo_hits_total", &l, i.memo_hits as f64);
+        e.sample("axle_interceptor_faults_total", &l, i.faults as f64);
+    }
 }
 
 /// Every family, with its type and help (`docs/observability.md` says the same).
@@ -235,4 +249,13 @@ fn declare(e: &mut Exposition) {
         Counter,
         "Plugin instances discarded and made anew after a fault.",
     );
+    let interceptor: [(&'static str, &str); 4] = [
+        ("axle_interceptor_calls_total", "Calls an interceptor looked at, at the points it declared (memo hits included)."),
+        ("axle_interceptor_verdicts_total", "An interceptor's answers, by verdict (pass, set-tags, refuse), the safe default's included."),
+        ("axle_interceptor_memo_hits_total", "Interceptor answers taken from its memo, without entering the plugin."),
+        ("axle_interceptor_faults_total", "Interceptor calls the safe default answered (the plugin failed or answered out of contract)."),
+    ];
+    for (name, help) in interceptor {
+        e.family(name, Counter, help);
+    }
 }

@@ -199,7 +199,33 @@ fn plugin_table(out: &mut String, plugins: &[PluginCounters]) {
             if s.quarantined { "  QUARANTINED" } else { "" }
         );
     }
+    interceptor_table(out, plugins, width);
     out.push('\n');
+}
+
+/// What each interceptor decided (the plugin rows above count its calls and faults).
+fn interceptor_table(out: &mut String, plugins: &[PluginCounters], width: usize) {
+    use std::fmt::Write;
+    let rows: Vec<_> = plugins
+        .iter()
+        .filter_map(|p| p.stats.intercept.map(|i| (&p.name, i)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let width = width.max("interceptor".len());
+    let _ = writeln!(
+        out,
+        "    {:<width$} {:>10} {:>10} {:>8} {:>9} {:>10} {:>7}",
+        "interceptor", "calls", "passes", "retagged", "refusals", "memo hits", "faults"
+    );
+    for (name, i) in rows {
+        let _ = writeln!(
+            out,
+            "    {:<width$} {:>10} {:>10} {:>8} {:>9} {:>10} {:>7}",
+            name, i.calls, i.passes, i.tag_changes, i.refusals, i.memo_hits, i.faults
+        );
+    }
 }
 
 fn ns(v: u64) -> String {
