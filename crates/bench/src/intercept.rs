@@ -13,13 +13,16 @@ use crate::{native, ns_per_call, Budget};
 /// Distinct call shapes: the first [`MEMO_MAX`] fill the memo, the rest always miss it.
 const SHAPES: usize = MEMO_MAX * 2;
 
+/// Where rows go: `(function, param, wasm_ns, native_ns)`.
+pub type RowSink<'a> = dyn FnMut(&str, String, f64, Option<f64>) + 'a;
+
 /// Measures `p` and reports each row through `row(function, param, wasm_ns, native_ns)`.
 pub fn rows(
     p: &InterceptorPlugin,
     builtin: Option<&str>,
     config: &Config,
     budget: Budget,
-    row: &mut dyn FnMut(&str, String, f64, Option<f64>),
+    row: &mut RowSink<'_>,
 ) {
     let apps: Vec<String> = (0..SHAPES).map(|i| format!("app-{i}")).collect();
     let tags: Vec<Vec<(String, String)>> = (0..SHAPES)
