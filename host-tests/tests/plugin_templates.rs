@@ -3,15 +3,24 @@
 //!
 //! Coverage, with CI time in mind: every kind in C (each build well under a second), Rust
 //! (the first build compiles the SDK for wasm, later ones reuse it through one shared
-//! `CARGO_TARGET_DIR`) and JS on QuickJS (seconds each); the selector alone in Python
-//! (componentize-py takes 25-45 s per build) and on StarlingMonkey (10-15 s to build, tens
-//! of seconds to compile). C, Python and JS builds use the toolchains `xtask` installs
+//! `CARGO_TARGET_DIR`) and JS on QuickJS (seconds each); in Python (componentize-py takes
+//! 25-45 s per build) the selector and the interceptor, the newest kind; on StarlingMonkey
+//! (10-15 s to build, tens of seconds to compile) the selector alone. C, Python and JS builds use the toolchains `xtask` installs
 //! under `<target>/toolchains` (`scripts/test` installs them first).
+//!
+//! The interceptor template, once checked, is also loaded by a real `axle serve` in its
+//! `server-interceptors` slot with a config, and called: a denied application is refused
+//! with `forbidden`, a request without the required tag with `bad_request`, anyone else
+//! passes, in each of the four languages.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-use axle_host_tests::axle_bin;
+use axle::client::CallOptions;
+use axle::manifest::EndpointSpec;
+use axle::plugin::PluginHost;
+use axle_host_tests::{axle_bin, client_for, rt, ServeProcess};
 
 /// The workspace's target directory (`<target>/release/axle` is the binary under test).
 fn target_dir() -> PathBuf {
@@ -103,6 +112,77 @@ fn generate_build_check(lang: &str, kind: &str, build_lang: Option<&str>) {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    if kind == "interceptor" {
+        assert_access_check(&dir, &name, cache.path());
+    }
+}
+
+/// The built interceptor template in a provider's `server-interceptors` slot, configured
+/// to deny `batch` and `legacy` and to require the tag `tenant`: its verdicts reach callers
+/// as the template's source describes them.
+fn assert_access_check(dir: &Path, name: &str, cache: &Path) {
+    let mut entry = std::fs::read_to_string(dir.join("plugin.toml")).unwrap();
+    if !entry.contains("timeout-ms") {
+        // Room for a loaded test machine (the entry's last table is the plugin's own).
+        entry.push_str("timeout-ms = 1000\n");
+    }
+    let manifest = dir.join("serve.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "{entry}\n[plugins.{name}.config]\ndeny = [\"batch\", \"legacy\"]\n\
+             require-tag = \"tenant\"\n\n[slots]\nserver-interceptors = [\"{name}\"]\n"
+        ),
+    )
+    .unwrap();
+    let cache_env = cache.to_str().expect("a UTF-8 temp path");
+    let server =
+        ServeProcess::start_with_env(Some(&manifest), &[], &[("AXLE_CACHE_DIR", cache_env)]);
+    let host = PluginHost::new(Some(cache.to_path_buf())).unwrap();
+    let client = client_for(
+        &host,
+        "echo",
+        "round-robin",
+        vec![EndpointSpec::new(server.addr.clone())],
+    );
+    let runtime = rt();
+    let call = |app: Option<&str>, tags: &[(&str, &str)]| -> Result<(), String> {
+        let mut options = CallOptions::timeout(Duration::from_secs(10));
+        options.consumer_app = app.map(str::to_string);
+        for (k, v) in tags {
+            options = options.tag(*k, *v);
+        }
+        let body = bytes::Bytes::from_static(b"hello");
+        match runtime.block_on(client.call_raw("echo", "say", body, &options)) {
+            Ok(reply) if reply.payload.as_ref() == b"hello" => Ok(()),
+            Ok(reply) => panic!("echo answered {:?}", reply.payload),
+            Err(e) => Err(format!("{}: {e}", e.class())),
+        }
+    };
+    let tenant = [("tenant", "acme")];
+    for (app, tags, expected) in [
+        (Some("web"), &tenant[..], None),
+        (None, &tenant[..], None),
+        (Some("batch"), &tenant[..], Some("forbidden")),
+        (Some("legacy"), &[][..], Some("forbidden")),
+        (Some("web"), &[][..], Some("bad_request")),
+        (Some("web"), &[("lane", "canary")][..], Some("bad_request")),
+    ] {
+        let answer = call(app, tags);
+        match (expected, &answer) {
+            (None, Ok(())) => {}
+            (Some(class), Err(e)) if e.starts_with(&format!("{class}: ")) => {
+                // The refusal names who or what, as the template words it.
+                let why = if class == "forbidden" {
+                    format!("application `{}` may not call echo/say", app.unwrap())
+                } else {
+                    "echo/say needs the tag `tenant`".to_string()
+                };
+                assert!(e.contains(&why), "{name}: {e}");
+            }
+            _ => panic!("{name}: app {app:?} tags {tags:?}: expected {expected:?}, got {answer:?}"),
+        }
+    }
 }
 
 macro_rules! template_tests {
@@ -125,18 +205,64 @@ template_tests! {
     c_health_scorer_template_builds_and_checks: "c", "health-scorer";
     c_limiter_template_builds_and_checks: "c", "limiter";
     c_serializer_template_builds_and_checks: "c", "serializer";
+    c_interceptor_template_builds_and_checks: "c", "interceptor";
     rust_selector_template_builds_and_checks: "rust", "selector";
     rust_router_template_builds_and_checks: "rust", "router";
     rust_health_scorer_template_builds_and_checks: "rust", "health-scorer";
     rust_limiter_template_builds_and_checks: "rust", "limiter";
     rust_serializer_template_builds_and_checks: "rust", "serializer";
+    rust_interceptor_template_builds_and_checks: "rust", "interceptor";
     js_selector_template_builds_and_checks: "js", "selector";
     js_router_template_builds_and_checks: "js", "router";
     js_health_scorer_template_builds_and_checks: "js", "health-scorer";
     js_limiter_template_builds_and_checks: "js", "limiter";
     js_serializer_template_builds_and_checks: "js", "serializer";
+    js_interceptor_template_builds_and_checks: "js", "interceptor";
     js_starlingmonkey_selector_template_builds_and_checks: "js", "selector", "js-starlingmonkey";
     python_selector_template_builds_and_checks: "python", "selector";
+    python_interceptor_template_builds_and_checks: "python", "interceptor";
+}
+
+/// The Rust interceptor template carries unit tests of its access check (deny list,
+/// unnamed callers, the required tag, bad config): as generated, they pass natively with
+/// plain `cargo test`, the SDK's promise that the same code runs without wasm.
+#[test]
+fn the_rust_interceptor_templates_own_tests_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-gate");
+    let out = Command::new(axle_bin())
+        .args([
+            "plugins",
+            "new",
+            "--lang",
+            "rust",
+            "--kind",
+            "interceptor",
+            "t-gate",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--sdk-path")
+        .arg(repo().join("sdk"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO"))
+        .args(["test", "-q"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", target_dir().join("template-builds"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("3 passed"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

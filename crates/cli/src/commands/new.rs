@@ -26,10 +26,10 @@ pub struct Args {
     /// The plugin's name (lowercase letters, digits and `-`, starting with a letter).
     name: String,
     /// The language: rust, c, python or js.
-    #[arg(long)]
+    #[arg(long, value_parser = Offered(&LANGS))]
     lang: String,
-    /// The kind: serializer, selector, router, health-scorer or limiter.
-    #[arg(long)]
+    /// The kind: serializer, selector, router, health-scorer, limiter or interceptor.
+    #[arg(long, value_parser = Offered(&KINDS))]
     kind: String,
     /// Where to write it (default: `./NAME`). Must not exist or be empty.
     #[arg(long)]
@@ -42,6 +42,35 @@ pub struct Args {
     /// itself) instead of `axle-sdk` by version.
     #[arg(long)]
     sdk_path: Option<PathBuf>,
+}
+
+/// A value parser that takes any text but names `.0` to `--help` and shell completions:
+/// `run` refuses a name outside the list with the list (exit 1), the message the tests and
+/// scripts already rely on, where clap's own check would exit 2 with another one.
+#[derive(Clone)]
+struct Offered(&'static [&'static str]);
+
+impl clap::builder::TypedValueParser for Offered {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            self.0
+                .iter()
+                .map(|name| clap::builder::PossibleValue::new(*name)),
+        ))
+    }
 }
 
 /// The WIT package every plugin is built against, as it ships in the SDK crate.
@@ -230,6 +259,15 @@ impl Fill {
             "python" | "js" => "memory-mib = 128\ntimeout-ms = 1000\n",
             _ => "",
         };
+        // The interceptor template is an access check: one that fails must not let every
+        // caller through, so its entry fails closed (the kernel's default is to pass).
+        let on_error = match self.kind.as_str() {
+            "interceptor" => {
+                "# An access check fails closed: a call it cannot judge is refused.\n\
+                 on-error = \"refuse\"\n"
+            }
+            _ => "",
+        };
         format!(
             "# The manifest entry that loads this plugin (docs/manifest.md). Check it as it is\n\
              # with `axle plugins check --manifest plugin.toml`, or copy it into a manifest\n\
@@ -237,7 +275,7 @@ impl Fill {
              [plugins.{name}]\n\
              kind = \"{kind}\"\n\
              component = \"{component}\"\n\
-             {limits}",
+             {limits}{on_error}",
             name = self.name,
             kind = self.kind,
             component = self.component(),
@@ -285,6 +323,10 @@ impl Fill {
             build = self.build_command(),
             component = self.component(),
         );
+        if let Some(notes) = templates::readme_notes(&self.kind) {
+            text.push('\n');
+            text.push_str(notes);
+        }
         if self.lang == "js" {
             text.push_str(
                 "\nThe command above builds with QuickJS (smaller, faster per call); with \
@@ -346,6 +388,71 @@ mod tests {
         for bad in ["", "1a", "My", "a_b", "a-", "a b", "../x"] {
             assert!(check_name(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn help_and_completions_offer_every_kind_and_language_yet_any_name_parses() {
+        use clap::{Args as _, FromArgMatches as _};
+        let command = Args::augment_args(clap::Command::new("new"));
+        for (flag, names) in [("kind", &KINDS[..]), ("lang", &LANGS[..])] {
+            let arg = command
+                .get_arguments()
+                .find(|a| a.get_id() == flag)
+                .expect("flag");
+            let offered: Vec<String> = arg
+                .get_possible_values()
+                .iter()
+                .map(|v| v.get_name().to_string())
+                .collect();
+            assert_eq!(offered, names, "--{flag}");
+        }
+        assert!(KINDS.contains(&"interceptor"));
+        // An unknown name reaches `run`, which refuses it with the list.
+        let matches = command
+            .try_get_matches_from(["new", "x", "--lang", "go", "--kind", "balancer"])
+            .expect("any text parses");
+        let args = Args::from_arg_matches(&matches).expect("args");
+        let err = run(args).expect_err("unknown language refused");
+        assert!(err.to_string().contains("unknown language `go`"), "{err}");
+    }
+
+    #[test]
+    fn an_interceptor_readme_says_where_it_runs_what_it_reads_and_how_it_fails() {
+        let fill = Fill {
+            name: "gate".into(),
+            kind: "interceptor".into(),
+            lang: "c".into(),
+            repo: Some(PathBuf::from("/axle")),
+            sdk: String::new(),
+        };
+        let readme = fill.readme();
+        // The build command stays the first sh block (what the tests and users run).
+        let first = readme.find("```sh\n").expect("a sh block");
+        assert!(readme[first..].starts_with(&format!("```sh\n{}\n```", fill.build_command())));
+        for point in [
+            "client-before",
+            "client-after",
+            "server-before",
+            "server-after",
+        ] {
+            assert!(readme.contains(&format!("`{point}`")), "{point}");
+        }
+        for says in [
+            "memoises",
+            "per request shape",
+            "`on-error`",
+            "safe default",
+        ] {
+            assert!(readme.contains(says), "{says}");
+        }
+        // The access check fails closed; other kinds keep their fixed safe defaults.
+        assert!(fill.manifest_entry().contains("\non-error = \"refuse\"\n"));
+        let router = Fill {
+            kind: "router".into(),
+            ..fill
+        };
+        assert!(!router.readme().contains("memoises each answer"));
+        assert!(!router.manifest_entry().contains("on-error"));
     }
 
     #[test]

@@ -2,18 +2,20 @@
 //! works wherever the binary is. Each one is a real, minimal strategy of its kind
 //! (`crates/cli/templates/<lang>/<kind>/`): selector round-robin, router tag filter, health
 //! scorer success rate, limiter fixed window, serializer a binary encoding of the value
-//! model. `{{name}}`, `{{crate}}`, `{{kind}}` and `{{sdk}}` are filled in when written.
+//! model, interceptor an access check on the provider (deny list, required tag).
+//! `{{name}}`, `{{crate}}`, `{{kind}}` and `{{sdk}}` are filled in when written.
 
 /// The languages a template exists in.
 pub const LANGS: [&str; 4] = ["rust", "c", "python", "js"];
 
 /// The plugin kinds (the worlds of `sdk/wit/kinds.wit`).
-pub const KINDS: [&str; 5] = [
+pub const KINDS: [&str; 6] = [
     "serializer",
     "selector",
     "router",
     "health-scorer",
     "limiter",
+    "interceptor",
 ];
 
 /// One file of a template: its path inside the generated directory and its text.
@@ -43,6 +45,9 @@ macro_rules! per_kind {
                 include_str!(concat!("../../templates/", $lang, "/health-scorer/", $file))
             }
             "limiter" => include_str!(concat!("../../templates/", $lang, "/limiter/", $file)),
+            "interceptor" => {
+                include_str!(concat!("../../templates/", $lang, "/interceptor/", $file))
+            }
             _ => return None,
         }
     };
@@ -92,6 +97,16 @@ pub fn sources(lang: &str, kind: &str) -> Option<Vec<TemplateFile>> {
         _ => return None,
     };
     Some(files)
+}
+
+/// What a kind's README says beyond the build and check commands (the same in every
+/// language): for an interceptor, where each point runs and what it sees, why reading only
+/// non-per-call parts matters, and what happens when it fails.
+pub fn readme_notes(kind: &str) -> Option<&'static str> {
+    match kind {
+        "interceptor" => Some(include_str!("../../templates/notes/interceptor.md")),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
