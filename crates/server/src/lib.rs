@@ -217,11 +217,8 @@ impl ServerBuilder {
                 .flat_map(|(s, methods)| methods.keys().map(move |m| (s.as_str(), m.as_str()))),
             self.any_method.keys().map(String::as_str),
         );
-        let interceptors = server_interceptors(
-            self.manifest.as_deref(),
-            &self.interceptors,
-            &services,
-        );
+        let interceptors =
+            stages::intercept::chains(self.manifest.as_deref(), &self.interceptors, &services);
         let pipeline = Arc::new(Pipeline {
             interceptors,
             handlers: self.handlers,
@@ -269,31 +266,6 @@ impl ServerBuilder {
             on_closing: Vec::new(),
         }
     }
-}
-
-/// Each served service's `server-interceptors` chain (a service's own slot, else the
-/// global one), built from the loaded interceptors in manifest order.
-fn server_interceptors(
-    manifest: Option<&axle_manifest::Manifest>,
-    loaded: &std::collections::BTreeMap<String, Arc<InterceptorPlugin>>,
-    services: &[String],
-) -> FxHashMap<String, Vec<Arc<InterceptorPlugin>>> {
-    let Some(manifest) = manifest else {
-        return FxHashMap::default();
-    };
-    services
-        .iter()
-        .filter_map(|service| {
-            let chain: Vec<_> = manifest
-                .slots_for(service)
-                .server_interceptors
-                .iter()
-                .flatten()
-                .filter_map(|name| loaded.get(name).cloned())
-                .collect();
-            (!chain.is_empty()).then(|| (service.clone(), chain))
-        })
-        .collect()
 }
 
 /// Connections the kernel may hold for the accept loop (tokio's default is 1,024): a

@@ -29,6 +29,31 @@ pub fn chain<'p>(p: &'p Pipeline, service: &str) -> &'p [Arc<InterceptorPlugin>]
         .unwrap_or(&[])
 }
 
+/// Each served service's `server-interceptors` chain (a service's own slot, else the
+/// global one), built from the loaded interceptors in manifest order.
+pub fn chains(
+    manifest: Option<&axle_manifest::Manifest>,
+    loaded: &std::collections::BTreeMap<String, Arc<InterceptorPlugin>>,
+    services: &[String],
+) -> rustc_hash::FxHashMap<String, Vec<Arc<InterceptorPlugin>>> {
+    let Some(manifest) = manifest else {
+        return rustc_hash::FxHashMap::default();
+    };
+    services
+        .iter()
+        .filter_map(|service| {
+            let chain: Vec<_> = manifest
+                .slots_for(service)
+                .server_interceptors
+                .iter()
+                .flatten()
+                .filter_map(|name| loaded.get(name).cloned())
+                .collect();
+            (!chain.is_empty()).then(|| (service.clone(), chain))
+        })
+        .collect()
+}
+
 fn view<'a>(
     point: InterceptPoint,
     ctx: &'a Parts,
