@@ -18,6 +18,7 @@ pub mod locate;
 mod plugins;
 mod raw;
 pub mod rules;
+pub mod rules_limits;
 pub mod schema;
 mod security;
 mod serve;

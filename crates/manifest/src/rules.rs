@@ -10,7 +10,8 @@
 //! timeout-ms = 200
 //! ```
 //!
-//! Nothing else may appear in a rule (weights and routes are not rules yet).
+//! `[limits]` carries the service's limiter settings (`rules_limits.rs`). Nothing else may
+//! appear in a rule (weights and routes are not rules yet).
 
 use std::path::Path;
 
@@ -25,6 +26,8 @@ pub fn apply(base: &Layered, service: &str, text: &str) -> Result<Manifest, Stri
     for (key, value) in &rule {
         match (key.as_str(), value) {
             ("governance", toml::Value::Table(_)) => {}
+            // The limiter's settings for the service (`rules_limits.rs`).
+            ("limits", _) => {}
             ("methods", toml::Value::Table(methods)) => {
                 if let Some((method, _)) = methods.iter().find(|(_, m)| !m.is_table()) {
                     return Err(format!("methods.{method}: a method tier is a table"));
@@ -37,6 +40,10 @@ pub fn apply(base: &Layered, service: &str, text: &str) -> Result<Manifest, Stri
             }
         }
     }
+    let mut rule = rule;
+    // Limits are plugin config, not a service tier: laid into the limiter's config once
+    // the rest has made a manifest.
+    let limits = rule.remove("limits");
     let mut service_table = toml::Table::new();
     service_table.insert(service.to_string(), toml::Value::Table(rule));
     let mut over = toml::Table::new();
@@ -53,7 +60,11 @@ pub fn apply(base: &Layered, service: &str, text: &str) -> Result<Manifest, Stri
         base: rule_layer.base.clone(),
     };
     let layered = merge(vec![(under, base.table.clone()), (rule_layer, over)]);
-    Manifest::from_layers(&layered).map_err(|e| e.to_string())
+    let mut manifest = Manifest::from_layers(&layered).map_err(|e| e.to_string())?;
+    if let Some(limits) = limits {
+        crate::rules_limits::apply(&mut manifest, service, &limits)?;
+    }
+    Ok(manifest)
 }
 
 #[cfg(test)]

@@ -107,6 +107,12 @@ impl Swapper {
         self.apply(manifest, started)
     }
 
+    /// Swaps to `manifest` as it is (a run-time rule laid over the one the kernel started
+    /// from: `axle serve`'s limits). Lasts until the manifest file changes or another swap.
+    pub fn swap_to(&self, manifest: Manifest) -> anyhow::Result<SwapReport> {
+        self.apply(manifest, Instant::now())
+    }
+
     /// `slot` is one this kernel fills, else an error naming the ones it does.
     fn has_slot(&self, slot: &str) -> anyhow::Result<()> {
         let have = self.slots();

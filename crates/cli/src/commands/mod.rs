@@ -16,6 +16,7 @@ pub mod new;
 pub mod rules;
 pub mod rules_follow;
 pub mod serve;
+pub mod serve_rules;
 pub mod sidecar;
 pub mod stats;
 pub mod swap;

@@ -207,6 +207,30 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .collect::<Result<Vec<_>, _>>()?;
     // Providers per service, for a limiter sharing a cluster-wide rate (`cluster.rs`).
     let _cluster = crate::cluster::follow(host.cluster(), backend.as_ref(), &keys, &manifest);
+    // Run-time limits: the `[limits]` of its services' rules, through etcd
+    // (`serve_rules.rs`).
+    let _limit_rules = match &registry {
+        RegistryUrl::Etcd(_) => {
+            let rules = axle::discovery::rules::Rules::open(
+                &registry,
+                manifest.backend_options(),
+                &namespace,
+            )?;
+            let layered = Manifest::layered(args.manifest.as_deref())?;
+            let services = server.services().to_vec();
+            Some(
+                super::serve_rules::start(
+                    swapper.clone(),
+                    rules,
+                    layered,
+                    manifest.clone(),
+                    services,
+                )
+                .await?,
+            )
+        }
+        _ => None,
+    };
     let mut admin = axle::admin::Admin::new()
         .server("serve", &server)
         .swapper(swapper);

@@ -1,0 +1,137 @@
+//! `axle serve` follows its services' run-time rules for their `[limits]` (`axle rules`,
+//! `axle_manifest::rules_limits`): each new version is checked as every rule is
+//! (`rules::apply`), the limits of every service are laid over the manifest the provider
+//! started from, and the limiter is swapped to the result — which loads it, so its
+//! `init` checks the values — with the state handoff of any swap. A version that fails
+//! either check is refused and the limits in force stay. Governance, routes and weights
+//! in a rule are the callers' business; a provider takes only the limits.
+//!
+//! Prints `rule of SERVICE: limits applied (revision N)` or `rule of SERVICE: refused
+//! revision N: WHY` on stdout, for whoever runs it (and the tests, which wait for it).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use axle::discovery::rules::{RuleVersion, Rules};
+use axle::manifest::rules_limits::{lay, limits_of, Limits};
+use axle::manifest::{Layered, Manifest};
+use axle::swap::Swapper;
+
+/// Following the rules; stops when dropped.
+pub struct LimitRules {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for LimitRules {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+struct Applier {
+    swapper: Arc<Swapper>,
+    layered: Layered,
+    started: Manifest,
+    /// Per service, the limits in force (a rule without `[limits]` has none).
+    in_force: Mutex<BTreeMap<String, Limits>>,
+}
+
+/// Applies each service's current rule, then follows them.
+pub async fn start(
+    swapper: Arc<Swapper>,
+    rules: Rules,
+    layered: Layered,
+    started: Manifest,
+    services: Vec<String>,
+) -> anyhow::Result<LimitRules> {
+    let applier = Arc::new(Applier {
+        swapper,
+        layered,
+        started,
+        in_force: Mutex::new(BTreeMap::new()),
+    });
+    let mut tasks = Vec::new();
+    for service in services {
+        let mut seen = match rules.get(&service).await {
+            Ok(now) => {
+                if now.is_some() {
+                    applier.version(&service, now.as_ref());
+                }
+                now.map(|v| v.revision)
+            }
+            Err(e) => {
+                tracing::warn!(service, error = %e, "cannot read the service's rule yet; following it");
+                None
+            }
+        };
+        let mut updates = rules.follow(&service)?;
+        let applier = applier.clone();
+        tasks.push(tokio::spawn(async move {
+            while updates.changed().await.is_ok() {
+                let now = updates.borrow_and_update().clone();
+                let revision = now.as_ref().map(|v| v.revision);
+                if revision != seen {
+                    seen = revision;
+                    // Loading a limiter compiles and instantiates: off the runtime's
+                    // worker threads.
+                    let applier = applier.clone();
+                    let service = service.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        applier.version(&service, now.as_ref())
+                    })
+                    .await;
+                }
+            }
+        }));
+    }
+    Ok(LimitRules { tasks })
+}
+
+impl Applier {
+    /// Takes `version`'s limits for `service` if the rule checks and the limiter loads
+    /// with them; otherwise keeps the limits in force and says why.
+    fn version(&self, service: &str, version: Option<&RuleVersion>) {
+        let revision = version.map_or(0, |v| v.revision);
+        let limits = match version.filter(|v| !v.text.is_empty()) {
+            None => None,
+            Some(v) => match limits_of(&self.layered, service, &v.text) {
+                Ok(limits) => limits,
+                Err(e) => return say(service, &format!("refused revision {revision}: {e}")),
+            },
+        };
+        let mut in_force = self.in_force.lock().unwrap_or_else(|e| e.into_inner());
+        if in_force.get(service) == limits.as_ref() {
+            return;
+        }
+        let mut next = in_force.clone();
+        match limits {
+            Some(l) => next.insert(service.to_string(), l),
+            None => next.remove(service),
+        };
+        let mut manifest = self.started.clone();
+        for (s, l) in &next {
+            if let Err(e) = lay(&mut manifest, s, l) {
+                return say(service, &format!("refused revision {revision}: {e}"));
+            }
+        }
+        match self.swapper.swap_to(manifest) {
+            Ok(_) => {
+                *in_force = next;
+                say(service, &format!("limits applied (revision {revision})"));
+            }
+            Err(e) => say(service, &format!("refused revision {revision}: {e:#}")),
+        }
+    }
+}
+
+fn say(service: &str, what: &str) {
+    if what.starts_with("refused") {
+        tracing::warn!(service, "{what}");
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "rule of {service}: {what}");
+    let _ = out.flush();
+}

@@ -1,0 +1,140 @@
+//! A service's limits as a run-time rule (`[limits]` in `axle rules`, docs/governance.md):
+//! a real `axle serve` registered in a real etcd follows its services' rules, lays their
+//! limits into its limiter's config and swaps the limiter. A pushed limit is followed
+//! within a bounded wait; `axle rules put` refuses a malformed one; a value the limiter
+//! refuses, written to etcd around the command, is refused by the provider, which keeps
+//! the limits in force; a rule without limits lifts them.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use axle::client::{CallOptions, Client};
+use axle::manifest::EndpointSpec;
+use axle::plugin::PluginHost;
+use axle_host_tests::etcd::{Etcd, Provider};
+use axle_host_tests::{axle_bin, client_for, rt};
+
+/// How long a rule may take to show (the promise is about a second).
+const RULE_WAIT: Duration = Duration::from_secs(10);
+
+/// `axle rules put echo --registry URL` of `text`.
+fn put(etcd: &Etcd, text: &str) -> Output {
+    let mut child = Command::new(axle_bin())
+        .args(["rules", "put", "echo", "--registry", &etcd.url()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run axle rules");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(text.as_bytes())
+        .expect("write the rule");
+    child.wait_with_output().expect("axle rules exits")
+}
+
+/// The provider's next stdout line about `echo`'s rule, within [`RULE_WAIT`].
+fn rule_line(p: &Provider) -> String {
+    let until = Instant::now() + RULE_WAIT;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        match p.lines.recv_timeout(left) {
+            Ok(line) if line.starts_with("rule of echo: ") => return line,
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    panic!("the provider said nothing about echo's rule within {RULE_WAIT:?}");
+}
+
+/// Of `n` calls to `echo` in a row, how many were admitted.
+fn admitted(rt: &tokio::runtime::Runtime, client: &Client, n: usize) -> usize {
+    rt.block_on(async {
+        let mut ok = 0;
+        for _ in 0..n {
+            let options = CallOptions::timeout(Duration::from_secs(2));
+            let body = bytes::Bytes::from_static(b"hi");
+            if client.call_raw("echo", "say", body, &options).await.is_ok() {
+                ok += 1;
+            }
+        }
+        ok
+    })
+}
+
+#[test]
+fn a_pushed_limit_is_followed_a_bad_one_refused_and_the_last_good_kept() {
+    let Some(etcd) = Etcd::start_or_skip("a_pushed_limit_is_followed_...") else {
+        return;
+    };
+    let rt = rt();
+    let provider = Provider::start(&etcd.url(), &[]);
+    let host = PluginHost::new(None).unwrap();
+    let client = {
+        let _in = rt.enter();
+        client_for(
+            &host,
+            "echo",
+            "round-robin",
+            vec![EndpointSpec::new(&provider.addr)],
+        )
+    };
+    assert_eq!(
+        admitted(&rt, &client, 20),
+        20,
+        "the manifest's generous limit"
+    );
+
+    // Half a request per second, a burst of 3: the next 20 calls see the burst.
+    let out = put(&etcd, "[limits]\nrate = 0.5\nburst = 3\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = rule_line(&provider);
+    assert!(line.contains("limits applied"), "{line}");
+    let n = admitted(&rt, &client, 20);
+    assert!(
+        (3..=4).contains(&n),
+        "{n} of 20 admitted under a burst of 3"
+    );
+
+    // Malformed: `axle rules put` refuses it, naming the key, and stores nothing.
+    let out = put(&etcd, "[limits]\nrate = [1, 2]\n");
+    assert!(!out.status.success(), "a malformed limit is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("limits.rate"), "{stderr}");
+
+    // A value only the limiter can judge, written around the command: the provider's
+    // limiter refuses it at load, and the limits in force stay.
+    rt.block_on(async {
+        let mut c = etcd_client::Client::connect([etcd.client_url()], None)
+            .await
+            .expect("raw etcd client");
+        c.put("/axle/default/rules/echo", "[limits]\nrate = 0\n", None)
+            .await
+            .expect("put the bad rule");
+    });
+    let line = rule_line(&provider);
+    assert!(line.contains("refused revision"), "{line}");
+    assert!(line.contains("rate"), "the limiter's reason: {line}");
+    let n = admitted(&rt, &client, 20);
+    assert!(
+        n <= 4,
+        "{n} of 20 admitted: the last good limit (burst 3) stays"
+    );
+
+    // A rule without limits lifts them: the manifest's limit again.
+    let out = put(&etcd, "[governance]\nretries = 1\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = rule_line(&provider);
+    assert!(line.contains("limits applied"), "{line}");
+    assert_eq!(admitted(&rt, &client, 20), 20, "no rule limit any more");
+}
