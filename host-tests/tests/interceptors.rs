@@ -394,3 +394,107 @@ fn a_trapping_interceptor_gets_its_safe_default_and_the_provider_stays_up() {
         assert_eq!(later[0].is_ok(), expect_ok, "{later:?}");
     }
 }
+
+#[test]
+fn a_caller_side_refusal_fails_the_call_before_anything_is_sent() {
+    let rt = rt();
+    let p = ServeProcess::start(&["--admin", "127.0.0.1:0"]);
+    let mut m = Manifest::embedded().expect("embedded manifest");
+    m.endpoints.clear();
+    let text = fixture(
+        "gate",
+        "",
+        "behaviour = \"refuse\"\nclass = \"rate-limited\"\npoints = [\"client-before\"]",
+    );
+    let extra = Manifest::parse(
+        &format!("{}{text}", axle::manifest::defaults::EMBEDDED_MANIFEST),
+        "test.toml",
+        Path::new("/"),
+    )
+    .expect("manifest with the fixture");
+    m.plugins
+        .insert("gate".into(), extra.plugins["gate"].clone());
+    m.services
+        .entry("echo".into())
+        .or_default()
+        .client_interceptors = Some(vec!["gate".into()]);
+    let host = PluginHost::new(None).expect("host");
+    let client = Client::new(
+        &host,
+        ClientConfig::new(m).endpoints("echo", vec![EndpointSpec::new(p.addr.clone())]),
+    )
+    .expect("client");
+    let answers = calls(&rt, &client, 3, &CallOptions::default());
+    for answer in &answers {
+        let Err(e @ CallError::Intercepted { interceptor, .. }) = answer else {
+            panic!("not refused on the caller: {answer:?}");
+        };
+        assert_eq!((interceptor.as_str(), e.class()), ("gate", "rate_limited"));
+        assert!(e.to_string().contains("client-before"), "{e}");
+    }
+    let stats = admin_stats(p.admin.as_deref().unwrap());
+    let requests: u64 = stats["servers"][0]["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["requests"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(requests, 0, "nothing reached the provider");
+    let (_, s) = client
+        .plugin_stats()
+        .into_iter()
+        .find(|(n, _)| n == "gate")
+        .expect("gate counters");
+    let c = s.intercept.expect("interceptor counters");
+    assert_eq!((c.calls, c.refusals, c.memo_hits), (3, 3, 2), "{c:?}");
+}
+
+#[test]
+fn the_memo_is_bounded_whatever_names_callers_send() {
+    use axle::plugin::kinds::interceptor::{CallView, InterceptPoint, InterceptVerdict, MEMO_MAX};
+    use axle::plugin::Plugin;
+    let t = axle_host_tests::TestHost::new();
+    let loaded = t
+        .load(
+            &axle_host_tests::manifest(
+                "gate",
+                "interceptor",
+                "builtin:allow-apps",
+                "[plugins.gate.config]\ndeny = [\"bad*\"]",
+            ),
+            "gate",
+        )
+        .expect("allow-apps loads");
+    let Plugin::Interceptor(gate) = &loaded.plugin else {
+        panic!("not an interceptor");
+    };
+    let names: Vec<String> = (0..MEMO_MAX + 500).map(|i| format!("app-{i}")).collect();
+    let ask = |app: &str| {
+        gate.intercept(&CallView {
+            consumer_app: app,
+            ..CallView::new(InterceptPoint::ServerBefore, "echo", "say")
+        })
+    };
+    let start = loaded.stats.snapshot().calls; // `declare` was one
+    for name in &names {
+        assert!(ask(name).by_plugin);
+    }
+    assert_eq!(gate.memo_len(), MEMO_MAX, "the memo stops at its bound");
+    let entered = loaded.stats.snapshot().calls;
+    assert_eq!(
+        entered - start,
+        names.len() as u64,
+        "each new name entered the plugin once"
+    );
+    // An early name is answered from the memo; one past the bound enters the plugin again.
+    ask(&names[0]);
+    ask(names.last().unwrap());
+    let s = loaded.stats.snapshot();
+    assert_eq!(s.calls, entered + 1);
+    let c = s.intercept.expect("interceptor counters");
+    assert_eq!(c.memo_hits, 1, "{c:?}");
+    // Past the bound the plugin still decides: a denied name is refused.
+    let denied = ask("bad-bot");
+    assert!(denied.by_plugin && matches!(denied.verdict, InterceptVerdict::Refuse(_)));
+    assert_eq!(gate.memo_len(), MEMO_MAX);
+}
