@@ -26,6 +26,7 @@ const BUILTINS: &[(&str, &str, &str)] = &[
         "selector",
     ),
     ("tag", "axle-plugin-tag", "router"),
+    ("condition", "axle-plugin-condition", "router"),
     ("availability", "axle-plugin-availability", "health-scorer"),
     ("token-bucket", "axle-plugin-token-bucket", "limiter"),
     ("sliding-window", "axle-plugin-sliding-window", "limiter"),
@@ -39,9 +40,9 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ),
     // Its own group too: `providers-changed` only where it is wanted.
     ("cluster-rate", "axle-plugin-cluster-rate", "cluster-limiter"),
-];
     ("allow-apps", "axle-plugin-allow-apps", "interceptor"),
     ("tag-map", "axle-plugin-tag-map", "interceptor"),
+];
 
 /// The empty component of `axle bench plugins` (the floor every call is compared with).
 const FLOOR: (&str, &str) = ("axle-plugin-floor", "floor");

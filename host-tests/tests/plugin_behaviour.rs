@@ -246,7 +246,7 @@ fn tag_router_keeps_requests_in_their_lane() {
         tags: lane
             .map(|l| vec![("lane".to_string(), l.to_string())])
             .unwrap_or_default(),
-        consumer_app: String::new(),
+        ..RouteRequest::default()
     };
     assert_eq!(
         r.route(&[0, 1, 2, 3], &request(Some("canary"))).endpoints,

@@ -131,12 +131,16 @@ fn sdk_value(v: &Value) -> axle_sdk::Value {
     }
 }
 
+/// A request with every part filled; each router is measured with the parts it
+/// declared (what the client hands it), so a router reading less crosses less.
 fn route_request() -> RouteRequest {
     RouteRequest {
         service: "bench".into(),
-        method: "call".into(),
+        method: "getUser".into(),
         tags: vec![("lane".into(), "canary".into())],
-        consumer_app: "bench".into(),
+        consumer_app: "billing".into(),
+        caller_address: "10.1.2.3".into(),
+        fields: vec![("user.tier".into(), "gold".into())],
     }
 }
 
@@ -202,7 +206,7 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                 }
             }
             Plugin::Router(p) => {
-                let request = route_request();
+                let request = p.reads().narrow(&route_request());
                 for n in ENDPOINT_COUNTS {
                     let table = sample_table(u64::from(n), n);
                     let candidates: Vec<u32> = (0..n).collect();
@@ -323,15 +327,15 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                     row("acquire", "-".into(), wasm, native);
                 }
             }
-        }
-    }
-    Ok(Report {
-        floor_ns,
             Plugin::Interceptor(p) => {
                 intercept::rows(p, builtin, &config, budget, &mut |f, param, wasm, native| {
                     row(f, param, wasm, native)
                 });
             }
+        }
+    }
+    Ok(Report {
+        floor_ns,
         plugins: rows,
     })
 }

@@ -46,10 +46,31 @@ pub fn selector(name: &str, config: &Config) -> Option<Box<dyn NativeSelector>> 
     }
 }
 
+/// A router run natively.
+pub trait NativeRouter {
+    fn endpoints_changed(&mut self, table: axle_sdk::EndpointTable);
+    fn route(&mut self, candidates: &[u32], request: &axle_sdk::RouteRequest) -> Vec<u32>;
+}
+
+impl<T: axle_sdk::Router> NativeRouter for RouterRuntime<T> {
+    fn endpoints_changed(&mut self, table: axle_sdk::EndpointTable) {
+        RouterRuntime::endpoints_changed(self, table)
+    }
+    fn route(&mut self, candidates: &[u32], request: &axle_sdk::RouteRequest) -> Vec<u32> {
+        RouterRuntime::route(self, candidates, request)
+    }
+}
+
 /// The native twin of builtin router `name`.
-pub fn router(name: &str, config: &Config) -> Option<RouterRuntime<axle_plugin_tag::TagRouter>> {
+pub fn router(name: &str, config: &Config) -> Option<Box<dyn NativeRouter>> {
+    fn boxed<T: axle_sdk::Router>(c: &Config) -> Option<Box<dyn NativeRouter>> {
+        RouterRuntime::<T>::new(c)
+            .ok()
+            .map(|r| Box::new(r) as Box<dyn NativeRouter>)
+    }
     match name {
-        "tag" => RouterRuntime::new(config).ok(),
+        "tag" => boxed::<axle_plugin_tag::TagRouter>(config),
+        "condition" => boxed::<axle_plugin_condition::ConditionRouter>(config),
         _ => None,
     }
 }
@@ -131,6 +152,23 @@ pub fn limiter(name: &str, config: &Config) -> Option<Box<dyn NativeLimiter>> {
     }
 }
 
+/// The native twin of builtin interceptor `name`: its `intercept`, called directly.
+pub type NativeInterceptor =
+    Box<dyn FnMut(&axle_sdk::InterceptCall) -> axle_sdk::InterceptVerdict>;
+
+/// The native twin of builtin interceptor `name`.
+pub fn interceptor(name: &str, config: &Config) -> Option<NativeInterceptor> {
+    fn boxed<T: axle_sdk::Interceptor>(c: &Config) -> Option<NativeInterceptor> {
+        let mut plugin = T::new(c).ok()?;
+        Some(Box::new(move |call| plugin.intercept(call)))
+    }
+    match name {
+        "allow-apps" => boxed::<axle_plugin_allow_apps::AllowApps>(config),
+        "tag-map" => boxed::<axle_plugin_tag_map::TagMap>(config),
+        _ => None,
+    }
+}
+
 /// A plugin's config list as the SDK's config.
 pub fn config(flat: Vec<(String, ConfigValue)>) -> Config {
     Config { entries: flat }
@@ -152,23 +190,6 @@ where
     }
     fn select(&mut self, id: u32, hash_key: u64) -> Option<u32> {
         self.0.select(id, hash_key)
-/// The native twin of builtin interceptor `name`: its `intercept`, called directly.
-pub type NativeInterceptor =
-    Box<dyn FnMut(&axle_sdk::InterceptCall) -> axle_sdk::InterceptVerdict>;
-
-/// The native twin of builtin interceptor `name`.
-pub fn interceptor(name: &str, config: &Config) -> Option<NativeInterceptor> {
-    fn boxed<T: axle_sdk::Interceptor>(c: &Config) -> Option<NativeInterceptor> {
-        let mut plugin = T::new(c).ok()?;
-        Some(Box::new(move |call| plugin.intercept(call)))
-    }
-    match name {
-        "allow-apps" => boxed::<axle_plugin_allow_apps::AllowApps>(config),
-        "tag-map" => boxed::<axle_plugin_tag_map::TagMap>(config),
-        _ => None,
-    }
-}
-
     }
     fn feedback(&mut self, outcomes: &[axle_sdk::Outcome]) {
         self.0.feedback(outcomes)

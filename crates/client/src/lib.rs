@@ -3,6 +3,7 @@
 //! draws it). The client's state — endpoints, rotations, the plugins filling its slots —
 //! is `state.rs` (`ClientState`); health (states, rotation, monitor) is the [`health`] module.
 
+mod caller_address;
 mod discovery_target;
 mod error;
 pub mod health;
@@ -14,6 +15,7 @@ pub(crate) mod stages;
 pub(crate) mod state;
 mod trace;
 mod views;
+mod weights;
 
 #[cfg(test)]
 mod tests;
@@ -66,6 +68,9 @@ pub(crate) struct Call<'a> {
     pub policy: &'a state::MethodPolicy,
     pub method: &'a str,
     pub body: &'a Bytes,
+    /// The request before encoding (typed calls): routers' declared fields are read from
+    /// it without decoding the body.
+    pub value: Option<&'a Value>,
     pub content_type: &'a str,
     pub options: &'a CallOptions,
     pub deadline: Instant,
@@ -199,7 +204,7 @@ impl Client {
         let svc = self.state.service(service)?;
         let (body, content_type) = stages::encode::encode(&svc, value)?;
         let reply = self
-            .invoke(service, method, body, &content_type, options, started)
+            .invoke(service, method, body, Some(value), &content_type, options, started)
             .await?;
         Ok(Answer {
             value: stages::encode::decode(&self.state, &reply)?,
@@ -234,7 +239,7 @@ impl Client {
         body: Bytes,
         options: &CallOptions,
     ) -> Result<Reply, CallError> {
-        self.invoke(service, method, body, payload::RAW, options, Instant::now())
+        self.invoke(service, method, body, None, payload::RAW, options, Instant::now())
             .await
     }
 

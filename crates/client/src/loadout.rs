@@ -22,12 +22,14 @@ pub struct ServiceSlots {
     pub serializer: Option<Arc<SerializerPlugin>>,
     pub selector: Arc<SelectorPlugin>,
     pub routers: Vec<Arc<RouterPlugin>>,
+    /// What the routers read together: the parts of a request a route memo is keyed by.
+    pub route_reads: axle_spi::RouteReads,
     /// Every selector of the loadout, for methods whose governance names one.
     pub selectors: Arc<rustc_hash::FxHashMap<String, Arc<SelectorPlugin>>>,
-    /// The manifest's governance tiers.
-    pub manifest: Arc<Manifest>,
     /// The `client-interceptors` chain, in manifest order.
     pub client_interceptors: Vec<Arc<InterceptorPlugin>>,
+    /// The manifest's governance tiers.
+    pub manifest: Arc<Manifest>,
 }
 
 /// Everything a manifest's slots resolve to.
@@ -63,9 +65,9 @@ impl Loadout {
             wanted.extend(slots.serializer.clone());
             wanted.extend(slots.selector.clone());
             wanted.extend(slots.routers.clone().unwrap_or_default());
+            wanted.extend(slots.client_interceptors.clone().unwrap_or_default());
         }
         wanted.extend(manifest.slots_for("").health_scorer);
-            wanted.extend(slots.client_interceptors.clone().unwrap_or_default());
         let layers = std::iter::once(&manifest.governance)
             .chain(manifest.service_governance.values())
             .chain(manifest.method_governance.values());
@@ -131,8 +133,6 @@ impl Loadout {
         let mut by_service = rustc_hash::FxHashMap::default();
         for service in services {
             let slots = manifest.slots_for(service);
-            let selector = match slots.selector.as_deref().and_then(plugin) {
-                Some(Plugin::Selector(s)) => s.clone(),
             let client_interceptors = slots
                 .client_interceptors
                 .iter()
@@ -142,6 +142,8 @@ impl Loadout {
                     _ => None,
                 })
                 .collect();
+            let selector = match slots.selector.as_deref().and_then(plugin) {
+                Some(Plugin::Selector(s)) => s.clone(),
                 _ => bail!(
                     "{}: service `{service}` has no selector: set [slots] selector or [services.{service}.slots] selector",
                     manifest.file
@@ -151,7 +153,7 @@ impl Loadout {
                 Some(Plugin::Serializer(s)) => Some(s.clone()),
                 _ => None,
             };
-            let service_routers = slots
+            let service_routers: Vec<Arc<RouterPlugin>> = slots
                 .routers
                 .iter()
                 .flatten()
@@ -160,13 +162,20 @@ impl Loadout {
                     _ => None,
                 })
                 .collect();
+            let route_reads = service_routers
+                .iter()
+                .fold(axle_spi::RouteReads::default(), |all, r| {
+                    all.union(r.reads())
+                });
             by_service.insert(
                 service.clone(),
                 Arc::new(ServiceSlots {
                     serializer,
                     selector,
                     routers: service_routers,
+                    route_reads,
                     selectors: selectors.clone(),
+                    client_interceptors,
                     manifest: manifest.clone(),
                 }),
             );
@@ -175,7 +184,6 @@ impl Loadout {
             Loadout {
                 manifest,
                 plugins,
-                    client_interceptors,
                 serializers,
                 selectors,
                 routers,

@@ -44,6 +44,7 @@ use bytes::Bytes;
 use tracing::Instrument;
 
 use axle_core::payload;
+use axle_plugin_host::kinds::serializer::Value;
 use axle_governance::{Fallback, Governance};
 use axle_transport::TransportError;
 
@@ -59,11 +60,15 @@ impl Client {
     /// Whatever the call holds is given back however it ends, its future dropped
     /// included: the method's breaker permit (a [`Pass`](axle_governance::breaker::Pass)),
     /// each attempt's endpoint permit and in-flight count ([`Attempt`]).
+    // `value` rides beside `body` (the same request, before encoding) for routers that
+    // read fields; bundling the two would only rename the count.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn invoke(
         &self,
         service: &str,
         method: &str,
         body: Bytes,
+        value: Option<&Value>,
         content_type: &str,
         options: &CallOptions,
         started: Instant,
@@ -72,11 +77,6 @@ impl Client {
         let svc = self.state.service(service)?;
         let policy = svc.policy(method);
         let g = &policy.governance;
-        if let Some(cache) = &policy.cache {
-            let hit = cache.get(method, content_type, &body);
-            policy.counters.cache(hit.is_some());
-            if let Some(reply) = hit {
-                return Ok(reply);
         let retagged;
         let options = {
             let seen = stages::intercept::Seen {
@@ -103,6 +103,11 @@ impl Client {
                 }
             }
         };
+        if let Some(cache) = &policy.cache {
+            let hit = cache.get(method, content_type, &body);
+            policy.counters.cache(hit.is_some());
+            if let Some(reply) = hit {
+                return Ok(reply);
             }
         }
         let deadline = started + options.timeout.unwrap_or(g.timeout());
@@ -119,6 +124,7 @@ impl Client {
                     policy: &policy,
                     method,
                     body: &body,
+                    value,
                     content_type,
                     options,
                     deadline,
@@ -134,12 +140,6 @@ impl Client {
                 result
             }
         };
-        crate::trace::ended(&span, &result);
-        policy
-            .counters
-            .ended(&result, started.elapsed().as_nanos() as u64);
-        if let (Some(cache), Ok(reply)) = (&policy.cache, &result) {
-            cache.put(method, content_type, &body, reply);
         let seen = stages::intercept::Seen {
             svc: &svc,
             method,
@@ -147,6 +147,12 @@ impl Client {
             options,
         };
         let result = stages::intercept::after(&policy.interceptors, &seen, deadline, result);
+        crate::trace::ended(&span, &result);
+        policy
+            .counters
+            .ended(&result, started.elapsed().as_nanos() as u64);
+        if let (Some(cache), Ok(reply)) = (&policy.cache, &result) {
+            cache.put(method, content_type, &body, reply);
         }
         match (result, &g.fallback) {
             (Err(e), Some(fallback)) if options.fallback && stages::fallback::applies(&e) => {
@@ -162,7 +168,7 @@ impl Client {
     /// Attempts until one succeeds, or a failure is final, or retries, failovers, budget
     /// or deadline run out. The first attempt is hedged when the method says so.
     async fn attempts(&self, call: &Call<'_>, g: &Governance) -> Result<Reply, CallError> {
-        let candidates = stages::route::candidates(call.svc, call.policy, call.options)?;
+        let candidates = stages::route::candidates(&self.state, call)?;
         let mut tried: Vec<u32> = Vec::new();
         let (mut retries_used, mut failovers) = (0, 0);
         let hedge =
@@ -390,7 +396,7 @@ impl Client {
                     ..options.clone()
                 };
                 let now = Instant::now();
-                Box::pin(self.invoke(service, method, body, content_type, &options, now)).await?
+                Box::pin(self.invoke(service, method, body, None, content_type, &options, now)).await?
             }
         };
         reply.fallback = true;

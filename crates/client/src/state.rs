@@ -93,13 +93,12 @@ pub struct Endpoint {
     pub health: EndpointHealth,
 }
 
-/// A memoised route: what a router may look at besides the table and the method, and the
-/// candidate set it led to (valid for one rotation generation).
+/// A memoised route: the request as the routers were asked (the parts they declared),
+/// and the candidate set it led to (valid for one rotation generation).
 #[derive(Clone)]
 pub struct RouteMemo {
     pub generation: u64,
-    pub tags: Vec<(String, String)>,
-    pub consumer_app: String,
+    pub request: spi::RouteRequest,
     pub set: u32,
     pub members: Arc<[u32]>,
 }
@@ -143,9 +142,9 @@ pub struct MethodPolicy {
     pub counters: Arc<CallCounters>,
     /// Answers kept for `cache-ttl-ms` (none: the method does not cache; new with every
     /// policy, so a swap never answers from a cache the new settings did not make).
+    pub cache: Option<crate::stages::cache::Cache>,
     /// The service's `client-interceptors`, in chain order (empty: none, and no cost).
     pub interceptors: Vec<Arc<axle_plugin_host::kinds::interceptor::InterceptorPlugin>>,
-    pub cache: Option<crate::stages::cache::Cache>,
 }
 
 /// One service's policies: one per declared method, one shared by every other name.
@@ -218,8 +217,8 @@ impl MethodPolicy {
             breaker,
             selector,
             memo: ArcSwap::from_pointee(Vec::new()),
-            interceptors: slots.client_interceptors.clone(),
             counters,
+            interceptors: slots.client_interceptors.clone(),
         }
     }
 }
@@ -275,6 +274,9 @@ pub struct ServiceState {
     /// The ejection cap (from the service tier).
     pub cap: Cap,
     pub consumer_app: Option<String>,
+    /// The local IP this host reaches the service's endpoints from (`caller_address`),
+    /// what routers reading the caller's address see; set when membership changes.
+    pub caller_address: ArcSwap<String>,
 }
 
 /// The table last published to the plugins.
@@ -340,6 +342,7 @@ impl ClientState {
                         min_hosts: g.min_hosts,
                     },
                     consumer_app: config.consumer_app.clone(),
+                    caller_address: ArcSwap::from_pointee(String::new()),
                 }),
             );
         }
@@ -384,7 +387,8 @@ impl ClientState {
         let loadout = Arc::new(loadout);
         let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
         // The new selectors and routers get the table and the sets before any call can
-        // reach them.
+        // reach them, with the new weight overrides.
+        crate::weights::reapply(self, &loadout.manifest);
         self.publish_with(&mut published, &loadout, true);
         self.loadout.store(loadout.clone());
         for (name, svc) in &self.services {
@@ -422,9 +426,13 @@ impl ClientState {
         let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
         let mut endpoints = Vec::clone(&self.endpoints.load());
         let mut members = Vec::with_capacity(list.len());
+        let address = crate::caller_address::towards(&list);
+        let loadout = self.loadout.load();
+        let overrides = loadout.manifest.weight_overrides.get(service);
         for spec in list {
-            let (id, cell) = self.facts.allocate(&spec.address, spec.weight);
-            cell.set_weight(spec.weight);
+            let weight = crate::weights::effective(&spec, overrides);
+            let (id, cell) = self.facts.allocate(&spec.address, weight);
+            cell.set_weight(weight);
             let slot = id as usize;
             if endpoints.len() <= slot {
                 endpoints.resize_with(slot + 1, || None);
@@ -449,6 +457,7 @@ impl ClientState {
             }
         }
         svc.members.store(Arc::new(members));
+        svc.caller_address.store(Arc::new(address));
         // Endpoints no service lists any more leave (their links close when the last call
         // holding them finishes).
         let listed: BTreeSet<u32> = self

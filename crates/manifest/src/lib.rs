@@ -12,6 +12,7 @@
 mod check;
 pub mod defaults;
 mod endpoints;
+mod weights;
 mod gateway;
 pub mod layers;
 pub mod locate;
@@ -19,6 +20,7 @@ mod plugins;
 mod raw;
 pub mod rules;
 pub mod rules_limits;
+pub mod rules_route;
 pub mod schema;
 mod security;
 mod serve;
@@ -93,6 +95,9 @@ pub struct Manifest {
     pub services: BTreeMap<String, Slots>,
     /// Per-service provider endpoints.
     pub endpoints: BTreeMap<String, Vec<EndpointSpec>>,
+    /// `[services.<s>.weights]`: per service, endpoint address → the weight it takes,
+    /// whatever discovery says (a run-time rule's `[weights]`).
+    pub weight_overrides: BTreeMap<String, BTreeMap<String, u32>>,
     /// `[governance]`: the global tier.
     pub governance: axle_governance::TierSettings,
     /// `[services.<s>.governance]`: the service tier.
@@ -229,6 +234,7 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
     slots::check_tier_selector(&plugins, "governance.", &raw.governance)?;
     let mut services = BTreeMap::new();
     let mut endpoints = BTreeMap::new();
+    let mut weight_overrides = BTreeMap::new();
     for (name, svc) in raw.services {
         slots::check_tier_selector(
             &plugins,
@@ -246,6 +252,10 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
             name.clone(),
             slots::check(&plugins, &format!("services.{name}.slots."), svc.slots)?,
         );
+        let weights = weights::check(&format!("services.{name}.weights"), svc.weights)?;
+        if !weights.is_empty() {
+            weight_overrides.insert(name.clone(), weights);
+        }
         let list = endpoints::list(&format!("services.{name}.endpoints"), svc.endpoints)?;
         if !list.is_empty() {
             endpoints.insert(name, list);
@@ -262,6 +272,7 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
         slots,
         services,
         endpoints,
+        weight_overrides,
         governance: raw.governance,
         service_governance,
         method_governance,

@@ -69,6 +69,9 @@ pub(crate) struct RawService {
     #[serde(default)]
     pub(crate) endpoints: Vec<RawEndpoint>,
     pub(crate) discovery: Option<axle_discovery::config::RawServiceDiscovery>,
+    /// `"host:port" = weight`: overrides of what discovery says (`weights.rs`).
+    #[serde(default)]
+    pub(crate) weights: BTreeMap<String, u32>,
 }
 
 /// `"host:port"` or `{ address, weight, tags }`. Not serde's untagged enum: that one hides

@@ -10,8 +10,9 @@
 //! timeout-ms = 200
 //! ```
 //!
-//! `[limits]` carries the service's limiter settings (`rules_limits.rs`). Nothing else may
-//! appear in a rule (weights and routes are not rules yet).
+//! `[route]` and `[weights]` tables carry a service's route and endpoint weight overrides
+//! (`rules_route.rs`). `[limits]` carries the service's limiter settings
+//! (`rules_limits.rs`). Nothing else may appear in a rule.
 
 use std::path::Path;
 
@@ -28,6 +29,8 @@ pub fn apply(base: &Layered, service: &str, text: &str) -> Result<Manifest, Stri
             ("governance", toml::Value::Table(_)) => {}
             // The limiter's settings for the service (`rules_limits.rs`).
             ("limits", _) => {}
+            // Routes and weights (`rules_route.rs`).
+            ("route", _) | ("weights", toml::Value::Table(_)) => {}
             ("methods", toml::Value::Table(methods)) => {
                 if let Some((method, _)) = methods.iter().find(|(_, m)| !m.is_table()) {
                     return Err(format!("methods.{method}: a method tier is a table"));
@@ -35,12 +38,14 @@ pub fn apply(base: &Layered, service: &str, text: &str) -> Result<Manifest, Stri
             }
             _ => {
                 return Err(format!(
-                    "`{key}`: a rule may hold only [governance] and [methods.<m>] tables"
+                    "`{key}`: a rule may hold only [governance], [methods.<m>], [route] and \
+                     [weights] tables"
                 ))
             }
         }
     }
     let mut rule = rule;
+    let plugins = crate::rules_route::lay_out(&mut rule, service, base)?;
     // Limits are plugin config, not a service tier: laid into the limiter's config once
     // the rest has made a manifest.
     let limits = rule.remove("limits");
@@ -48,6 +53,9 @@ pub fn apply(base: &Layered, service: &str, text: &str) -> Result<Manifest, Stri
     service_table.insert(service.to_string(), toml::Value::Table(rule));
     let mut over = toml::Table::new();
     over.insert("services".into(), toml::Value::Table(service_table));
+    if let Some(plugins) = plugins {
+        over.insert("plugins".into(), toml::Value::Table(plugins));
+    }
     let top = base.layers.last();
     let rule_layer = Layer {
         file: format!("<rule of {service}>"),

@@ -273,6 +273,11 @@ fn service() -> Ty {
         ),
         f("governance", governance(), "the service governance tier"),
         f(
+            "weights",
+            map(Int),
+            "\"host:port\" = weight: overrides what discovery says (1..=1000000)",
+        ),
+        f(
             "methods",
             map(governance()),
             "the method governance tier; an empty table declares a method",

@@ -102,6 +102,24 @@ pub fn route_request(r: &spi::RouteRequest) -> router::axle::spi::routing::Reque
         method: r.method.clone(),
         tags: r.tags.clone(),
         consumer_app: r.consumer_app.clone(),
+        caller_address: r.caller_address.clone(),
+        fields: r.fields.clone(),
+    }
+}
+
+/// A router's declaration, out of a component (once, at load).
+pub fn route_reads(r: router::axle::spi::routing::RouteReads) -> spi::RouteReads {
+    use router::axle::spi::routing::TagReads as W;
+    spi::RouteReads {
+        tags: match r.tags {
+            W::None => spi::TagReads::None,
+            W::Keys(keys) => spi::TagReads::Keys(keys),
+            W::All => spi::TagReads::All,
+        },
+        consumer_app: r.consumer_app,
+        caller_address: r.caller_address,
+        method: r.method,
+        fields: r.fields,
     }
 }
 

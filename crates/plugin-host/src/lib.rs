@@ -28,6 +28,7 @@ pub mod selfcheck;
 mod spec;
 pub mod stats;
 mod wasi;
+mod wit_version;
 
 use wasi::output::OutputBudget;
 
@@ -44,8 +45,8 @@ pub use compile_hook::{CompileEvent, CompileHook};
 use host_state::HostState;
 use kinds::floor::FloorKind;
 use kinds::health_scorer::{HealthScorerKind, HealthScorerPlugin};
-use kinds::limiter::{LimiterKind, LimiterPlugin};
 use kinds::interceptor::{InterceptorKind, InterceptorPlugin};
+use kinds::limiter::{LimiterKind, LimiterPlugin};
 use kinds::router::{RouterKind, RouterPlugin};
 use kinds::selector::{SelectorKind, SelectorPlugin};
 use kinds::serializer::{SerializerKind, SerializerPlugin};
@@ -108,8 +109,8 @@ pub enum Plugin {
     Router(Arc<RouterPlugin>),
     HealthScorer(Arc<HealthScorerPlugin>),
     Limiter(Arc<LimiterPlugin>),
-}
     Interceptor(Arc<InterceptorPlugin>),
+}
 
 /// A loaded plugin with its name, report and counters.
 pub struct LoadedPlugin {
@@ -248,10 +249,9 @@ impl PluginHost {
             }
             PluginKind::Router => {
                 let (instances, report) = self.instances::<RouterKind>(spec, &stats)?;
-                (
-                    Plugin::Router(Arc::new(RouterPlugin::new(instances))),
-                    report,
-                )
+                let plugin = RouterPlugin::new(instances)
+                    .map_err(|f| fail(format!("`declare` failed: {f}")))?;
+                (Plugin::Router(Arc::new(plugin)), report)
             }
             PluginKind::HealthScorer => {
                 let (instances, report) = self.instances::<HealthScorerKind>(spec, &stats)?;
@@ -370,6 +370,7 @@ impl PluginHost {
             });
         }
         let loaded = loaded.map_err(|e| fail(format!("does not compile: {e:#}")))?;
+        wit_version::check(&self.engine, &loaded.component).map_err(fail)?;
         let pre = self
             .linker
             .instantiate_pre(&loaded.component)

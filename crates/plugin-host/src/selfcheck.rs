@@ -46,7 +46,14 @@ pub fn run(loaded: &LoadedPlugin) -> Result<(), String> {
                 service: "selfcheck".into(),
                 method: "ping".into(),
                 tags: vec![("lane".into(), "canary".into())],
-                consumer_app: String::new(),
+                consumer_app: "selfcheck".into(),
+                caller_address: "127.0.0.1".into(),
+                fields: p
+                    .reads()
+                    .fields
+                    .iter()
+                    .map(|f| (f.clone(), "1".into()))
+                    .collect(),
             };
             let routed = p.route(&[0, 1, 2, 3], &request);
             if routed.endpoints.iter().all(|id| *id < 4) {
@@ -105,31 +112,28 @@ pub fn run(loaded: &LoadedPlugin) -> Result<(), String> {
                 Admission::Admit | Admission::Reject { .. } => Ok(()),
             }
         }
-    };
-    result?;
         Plugin::Interceptor(p) => {
             use crate::kinds::interceptor::CallView;
             let tags = [("lane".to_string(), "canary".to_string())];
-            p.declaration()
-                .points
-                .into_iter()
-                .try_for_each(|point| {
-                    let call = CallView {
-                        tags: &tags,
-                        consumer_app: "selfcheck",
-                        peer: Some(std::net::IpAddr::from([127, 0, 0, 1])),
-                        ..CallView::new(point, "selfcheck", "ping")
-                    };
-                    match p.intercept(&call) {
-                        answer if answer.by_plugin => Ok(()),
-                        answer => Err(format!(
-                            "intercept at {} was answered by the safe default ({:?})",
-                            point.name(),
-                            answer.verdict
-                        )),
-                    }
-                })
+            p.declaration().points.into_iter().try_for_each(|point| {
+                let call = CallView {
+                    tags: &tags,
+                    consumer_app: "selfcheck",
+                    peer: Some(std::net::IpAddr::from([127, 0, 0, 1])),
+                    ..CallView::new(point, "selfcheck", "ping")
+                };
+                match p.intercept(&call) {
+                    answer if answer.by_plugin => Ok(()),
+                    answer => Err(format!(
+                        "intercept at {} was answered by the safe default ({:?})",
+                        point.name(),
+                        answer.verdict
+                    )),
+                }
+            })
         }
+    };
+    result?;
     let after = loaded.stats.snapshot();
     if after.faults() > before.faults() {
         return Err(format!(

@@ -8,11 +8,13 @@
 //! runs in a component and natively (tests, the kernel's native twins in `axle bench`).
 
 mod intercept;
+mod routing;
 mod tree;
 
 pub use intercept::{
     InterceptCall, InterceptDeclaration, InterceptPoint, InterceptReads, InterceptVerdict, Refusal,
 };
+pub use routing::{RouteReads, RouteRequest, TagReads};
 pub use tree::{Tree, MAX_DEPTH};
 
 /// An endpoint's id, assigned by the kernel.
@@ -162,29 +164,6 @@ pub enum Node {
 pub struct Value {
     /// The nodes; the first is the root.
     pub nodes: Vec<Node>,
-}
-
-/// The routing-relevant attributes of a request.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct RouteRequest {
-    /// Service name.
-    pub service: String,
-    /// Method name.
-    pub method: String,
-    /// Request tags.
-    pub tags: Vec<(String, String)>,
-    /// Calling application ("" if unknown).
-    pub consumer_app: String,
-}
-
-impl RouteRequest {
-    /// The value of request tag `key`, if present.
-    pub fn tag(&self, key: &str) -> Option<&str> {
-        self.tags
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
 }
 
 /// The three health states.

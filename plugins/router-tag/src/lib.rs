@@ -10,7 +10,7 @@
 //! - `isolate-untagged` — a request without the key reaches only endpoints without it
 //!   (default `false`: it reaches every candidate).
 
-use axle_sdk::{Config, EndpointId, EndpointTable, RouteRequest, Router};
+use axle_sdk::{Config, EndpointId, EndpointTable, RouteReads, RouteRequest, Router, TagReads};
 
 /// The tag router.
 pub struct TagRouter {
@@ -34,6 +34,14 @@ impl Router for TagRouter {
             force: config.bool_or("force", false)?,
             isolate_untagged: config.bool_or("isolate-untagged", false)?,
         })
+    }
+
+    /// Its tag keys, nothing else: a memo entry per combination of their values.
+    fn declare(&self) -> RouteReads {
+        RouteReads {
+            tags: TagReads::Keys(self.keys.clone()),
+            ..RouteReads::default()
+        }
     }
 
     fn route(

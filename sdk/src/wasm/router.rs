@@ -30,6 +30,21 @@ impl<S: Slot> bindings::Guest for S {
         Ok(())
     }
 
+    fn declare() -> routing::RouteReads {
+        let reads = S::with(|slot| slot.as_ref().map(|rt| rt.declare())).unwrap_or_default();
+        routing::RouteReads {
+            tags: match reads.tags {
+                crate::TagReads::None => routing::TagReads::None,
+                crate::TagReads::Keys(keys) => routing::TagReads::Keys(keys),
+                crate::TagReads::All => routing::TagReads::All,
+            },
+            consumer_app: reads.consumer_app,
+            caller_address: reads.caller_address,
+            method: reads.method,
+            fields: reads.fields,
+        }
+    }
+
     fn endpoints_changed(table: wit::EndpointTable) {
         let table = crate::wasm::table(table);
         S::with(|slot| {
@@ -45,6 +60,8 @@ impl<S: Slot> bindings::Guest for S {
             method: request.method,
             tags: request.tags,
             consumer_app: request.consumer_app,
+            caller_address: request.caller_address,
+            fields: request.fields,
         };
         S::with(|slot| match slot {
             Some(rt) => rt.route(&candidates, &request),

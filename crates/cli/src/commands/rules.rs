@@ -82,12 +82,21 @@ impl At {
         )?)
     }
 
-    /// Refuses `text` unless it lays over the manifest into a valid manifest.
+    /// Refuses `text` unless it lays over the manifest into a valid manifest, and its
+    /// route (if any) loads: the condition router parses its rules in `init`, so a bad
+    /// one is refused here, not only by the clients that follow it.
     fn check(&self, text: &str) -> anyhow::Result<()> {
         let base = Manifest::layered(self.manifest.as_deref())?;
-        axle::manifest::rules::apply(&base, &self.service, text)
-            .map(|_| ())
-            .map_err(|e| anyhow::anyhow!("the rule for `{}` is refused: {e}", self.service))
+        let refused =
+            |e: String| anyhow::anyhow!("the rule for `{}` is refused: {e}", self.service);
+        let ruled = axle::manifest::rules::apply(&base, &self.service, text).map_err(refused)?;
+        let route = axle::manifest::rules_route::route_plugin(&self.service);
+        if let Some(spec) = ruled.plugins.get(&route) {
+            let host = axle::plugin::PluginHost::new(None)?;
+            host.load(spec)
+                .map_err(|e| refused(format!("[route]: {}", e.reason)))?;
+        }
+        Ok(())
     }
 }
 

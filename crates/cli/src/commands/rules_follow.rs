@@ -169,9 +169,9 @@ impl Applier {
     }
 }
 
-/// `started` with each ruled service's governance tiers taken from its rule's manifest
-/// (a rule writes nothing else, and the rest of `started` keeps the command line's
-/// adjustments).
+/// `started` with each ruled service's governance tiers, route and weight overrides taken
+/// from its rule's manifest (a rule writes nothing else, and the rest of `started` keeps
+/// the command line's adjustments).
 fn with_rules(started: &Manifest, in_force: &BTreeMap<String, (i64, Manifest)>) -> Manifest {
     let mut m = started.clone();
     for (service, (_, ruled)) in in_force {
@@ -186,8 +186,23 @@ fn with_rules(started: &Manifest, in_force: &BTreeMap<String, (i64, Manifest)>) 
                     .insert((s.clone(), method.clone()), tier.clone());
             }
         }
+        route_and_weights(&mut m, service, ruled);
     }
     m
+}
+
+/// A ruled service's `[route]` (its router plugin and routers slot) and `[weights]`.
+fn route_and_weights(m: &mut Manifest, service: &str, ruled: &Manifest) {
+    let route = axle::manifest::rules_route::route_plugin(service);
+    if let Some(spec) = ruled.plugins.get(&route) {
+        m.plugins.insert(route, spec.clone());
+        let routers = ruled.services.get(service).and_then(|s| s.routers.clone());
+        m.services.entry(service.to_string()).or_default().routers = routers;
+    }
+    match ruled.weight_overrides.get(service) {
+        Some(w) => m.weight_overrides.insert(service.to_string(), w.clone()),
+        None => m.weight_overrides.remove(service),
+    };
 }
 
 #[cfg(test)]
@@ -210,6 +225,16 @@ mod tests {
         assert!(m.governance("echo", "say").idempotent);
         assert_eq!(m.governance("echo", "say").retries, 2);
         assert!(m.endpoints.is_empty());
+        // A route and weights come along; another service's routers stay.
+        let rule = "[route]\nrules = [\"=> version = 2.*\"]\n[weights]\n\"127.0.0.1:9\" = 5\n";
+        let ruled = axle::manifest::rules::apply(&layered, "kv", rule).expect("a good rule");
+        let in_force = BTreeMap::from([("kv".to_string(), (6, ruled))]);
+        let m = with_rules(&started, &in_force);
+        let routers = m.slots_for("kv").routers.unwrap_or_default();
+        assert_eq!(routers, ["rule.route.kv", "tag"]);
+        assert!(m.plugins.contains_key("rule.route.kv"));
+        assert_eq!(m.weight_overrides["kv"]["127.0.0.1:9"], 5);
+        assert_eq!(m.slots_for("echo").routers.unwrap_or_default(), ["tag"]);
         // No rule in force: the started manifest's tiers again.
         let plain = with_rules(&started, &BTreeMap::new());
         assert_eq!(plain.governance("kv", "other").retries, 2);

@@ -8,5 +8,6 @@ pub mod feedback;
 pub mod intercept;
 pub mod retry;
 pub mod route;
+pub mod route_fields;
 pub mod select;
 pub mod send;

@@ -1,17 +1,20 @@
 //! HEALTH FILTER, then ROUTE = FILTER: starts from the service's rotation (the endpoints
 //! health admits, see `health::rotation`) and narrows it with the router plugins, once per
-//! request shape (method policy, tags, consumer app) and rotation. The answer is memoised
-//! in the method's policy as a candidate set the selector already knows, so a call costs a
+//! request shape and rotation. A shape is the value of exactly the parts of a request the
+//! service's routers declared they read (`declare`: tag keys, consumer app, caller
+//! address, method, fields); nothing else is filled or compared. The answer is memoised in
+//! the method's policy as a candidate set the selector already knows, so a call costs a
 //! short scan here, not a plugin call. Methods the manifest does not declare share one
-//! policy, so routers are asked about them as `*` and one memo serves them all.
+//! policy and one memo; a router that reads the method sees the name called.
 
 use std::sync::Arc;
 
-use crate::state::{MethodPolicy, RouteMemo, ServiceState};
-use crate::{CallError, CallOptions};
-use axle_plugin_host::kinds::router::RouteRequest;
+use crate::state::{ClientState, RouteMemo};
+use crate::{Call, CallError};
+use axle_plugin_host::kinds::router::{RouteReads, RouteRequest};
 
-/// Request shapes remembered per method policy.
+/// Request shapes remembered per method policy. Callers choose the values (tags, fields),
+/// so the memo is bounded: past this many, routes are recomputed rather than remembered.
 const MAX_SHAPES_PER_METHOD: usize = 256;
 
 /// The candidates of a request: the selector's set id and its members.
@@ -21,12 +24,61 @@ pub struct Candidates {
     pub members: Arc<[u32]>,
 }
 
-/// The candidate set for this request.
-pub fn candidates(
-    svc: &ServiceState,
-    policy: &MethodPolicy,
-    options: &CallOptions,
-) -> Result<Candidates, CallError> {
+/// The parts of one call a shape is made of, borrowed (a memo hit allocates nothing but
+/// the declared fields).
+struct Shape<'a> {
+    reads: &'a RouteReads,
+    method: &'a str,
+    tags: &'a [(String, String)],
+    app: &'a str,
+    address: &'a str,
+    fields: Vec<(String, String)>,
+}
+
+impl Shape<'_> {
+    /// Whether memoised request `key` has this shape.
+    fn is(&self, key: &RouteRequest) -> bool {
+        let r = self.reads;
+        (!r.method || key.method == self.method)
+            && (!r.consumer_app || key.consumer_app == self.app)
+            && (!r.caller_address || key.caller_address == self.address)
+            && key.fields == self.fields
+            && self
+                .tags
+                .iter()
+                .filter(|(k, _)| r.tags.reads(k))
+                .eq(key.tags.iter())
+    }
+
+    /// The request the routers are asked with: the declared parts only.
+    fn request(self, service: &str) -> RouteRequest {
+        let r = self.reads;
+        let part = |read: bool, value: &str| {
+            if read {
+                value.to_string()
+            } else {
+                String::new()
+            }
+        };
+        RouteRequest {
+            service: service.to_string(),
+            method: part(r.method, self.method),
+            tags: self
+                .tags
+                .iter()
+                .filter(|(k, _)| r.tags.reads(k))
+                .cloned()
+                .collect(),
+            consumer_app: part(r.consumer_app, self.app),
+            caller_address: part(r.caller_address, self.address),
+            fields: self.fields,
+        }
+    }
+}
+
+/// The candidate set for this call.
+pub fn candidates(state: &ClientState, call: &Call<'_>) -> Result<Candidates, CallError> {
+    let (svc, policy, options) = (call.svc, call.policy, call.options);
     let rotation = svc.rotation.load();
     let generation = rotation.generation;
     if rotation.members.is_empty() {
@@ -49,12 +101,36 @@ pub fn candidates(
             });
         }
     }
-    let app = options.consumer_app.as_deref().unwrap_or("");
+    let reads = &slots.route_reads;
+    let address = svc.caller_address.load();
+    let shape = Shape {
+        reads,
+        method: call.method,
+        tags: &options.tags,
+        // The application the request carries (send.rs): the call's, else the client's.
+        app: options
+            .consumer_app
+            .as_deref()
+            .or(svc.consumer_app.as_deref())
+            .unwrap_or(""),
+        address: &address,
+        fields: if reads.fields.is_empty() {
+            Vec::new()
+        } else {
+            super::route_fields::of(
+                state,
+                call.value,
+                call.body,
+                call.content_type,
+                &reads.fields,
+            )
+        },
+    };
     {
         let memo = policy.memo.load();
-        let hit = memo.iter().find(|m| {
-            m.generation == generation && m.tags == options.tags && m.consumer_app == app
-        });
+        let hit = memo
+            .iter()
+            .find(|m| m.generation == generation && shape.is(&m.request));
         if let Some(m) = hit {
             return Ok(Candidates {
                 set: m.set,
@@ -62,12 +138,7 @@ pub fn candidates(
             });
         }
     }
-    let request = RouteRequest {
-        service: svc.name.clone(),
-        method: policy.method.to_string(),
-        tags: options.tags.clone(),
-        consumer_app: app.to_string(),
-    };
+    let request = shape.request(&svc.name);
     let mut left = rotation.members.to_vec();
     for router in &slots.routers {
         left = router.route(&left, &request).endpoints;
@@ -75,28 +146,24 @@ pub fn candidates(
     if left.is_empty() {
         return Err(CallError::NoEndpoint {
             service: svc.name.clone(),
-            reason: format!("no endpoint matches the route (tags {:?})", options.tags),
+            reason: format!("no endpoint matches the route ({})", describe(&request)),
         });
     }
     // The memo is per policy, and a policy has one selector: sets never mix plugins.
     let set = policy.selector.intern_set(&left);
     let members: Arc<[u32]> = left.into();
-    // Bounded: request shapes come from callers; past this many per method, routes are
-    // recomputed rather than remembered. (Two callers racing on a new shape may both
-    // compute it; the answer is the same, and one copy is kept.)
+    // (Two callers racing on a new shape may both compute it; the answer is the same, and
+    // one copy is kept.)
     let memo = RouteMemo {
         generation,
-        tags: request.tags,
-        consumer_app: request.consumer_app,
+        request,
         set,
         members: members.clone(),
     };
     policy.memo.rcu(|shapes| {
-        let known = shapes.iter().any(|m| {
-            m.generation == memo.generation
-                && m.tags == memo.tags
-                && m.consumer_app == memo.consumer_app
-        });
+        let known = shapes
+            .iter()
+            .any(|m| m.generation == memo.generation && m.request == memo.request);
         if known || shapes.len() >= MAX_SHAPES_PER_METHOD {
             return Arc::clone(shapes);
         }
@@ -110,4 +177,91 @@ pub fn candidates(
         Arc::new(grown)
     });
     Ok(Candidates { set, members })
+}
+
+/// The parts of a request the routers read, for an error message.
+fn describe(r: &RouteRequest) -> String {
+    let mut parts = vec![format!("tags {:?}", r.tags)];
+    for (name, value) in [
+        ("method", &r.method),
+        ("app", &r.consumer_app),
+        ("address", &r.caller_address),
+    ] {
+        if !value.is_empty() {
+            parts.push(format!("{name} {value:?}"));
+        }
+    }
+    if !r.fields.is_empty() {
+        parts.push(format!("fields {:?}", r.fields));
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axle_plugin_host::kinds::router::TagReads;
+
+    fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_shape_is_exactly_the_declared_parts() {
+        let reads = RouteReads {
+            tags: TagReads::Keys(vec!["lane".into()]),
+            consumer_app: true,
+            ..RouteReads::default()
+        };
+        let tags = owned(&[("trace", "1"), ("lane", "canary")]);
+        let shape = |tags, app, method, address| Shape {
+            reads: &reads,
+            method,
+            tags,
+            app,
+            address,
+            fields: Vec::new(),
+        };
+        let key = shape(&tags, "web", "get", "10.0.0.1").request("s");
+        assert_eq!(
+            key.tags,
+            owned(&[("lane", "canary")]),
+            "undeclared keys left out"
+        );
+        assert_eq!((key.method.as_str(), key.caller_address.as_str()), ("", ""));
+        // Undeclared parts (another method, address, tag key) share the memo entry...
+        let other = owned(&[("lane", "canary"), ("trace", "2")]);
+        assert!(shape(&other, "web", "put", "10.9.9.9").is(&key));
+        // ...declared ones do not.
+        assert!(!shape(&other, "billing", "get", "10.0.0.1").is(&key));
+        let blue = owned(&[("lane", "blue")]);
+        assert!(!shape(&blue, "web", "get", "10.0.0.1").is(&key));
+        assert!(!shape(&[], "web", "get", "10.0.0.1").is(&key));
+    }
+
+    #[test]
+    fn fields_are_part_of_the_shape() {
+        let reads = RouteReads {
+            fields: vec!["user.tier".into()],
+            method: true,
+            ..RouteReads::default()
+        };
+        let shape = |tier: &str, method| Shape {
+            reads: &reads,
+            method,
+            tags: &[],
+            app: "",
+            address: "",
+            fields: owned(&[("user.tier", tier)]),
+        };
+        let key = shape("gold", "get").request("s");
+        assert_eq!(key.method, "get");
+        assert!(shape("gold", "get").is(&key));
+        assert!(!shape("silver", "get").is(&key));
+        assert!(!shape("gold", "put").is(&key));
+        assert!(describe(&key).contains("user.tier"));
+    }
 }

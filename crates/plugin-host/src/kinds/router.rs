@@ -7,7 +7,7 @@ use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
 
-pub use axle_spi::RouteRequest;
+pub use axle_spi::{RouteReads, RouteRequest, TagReads};
 
 crate::kinds::world_kind!(RouterKind, router, Router, RouterPre, "router world");
 
@@ -44,7 +44,14 @@ pub struct Routed {
 /// A loaded router.
 pub struct RouterPlugin {
     pool: Pool<Member>,
+    /// What it declared at load (`declare`): the parts of a request it is given.
+    reads: RouteReads,
 }
+
+/// Longest field path, and most fields or tag keys, a router may declare: the kernel
+/// extracts and compares them on every call of a routed service.
+const MAX_DECLARED: usize = 32;
+const MAX_PATH: usize = 256;
 
 impl RouterPlugin {
     /// The plugin's counters now (calls, faults by cause, quarantine, log lines).
@@ -52,9 +59,15 @@ impl RouterPlugin {
         self.pool.counters()
     }
 
-    pub(crate) fn new(instances: Vec<Instance<RouterKind>>) -> Self {
+    /// Asks the first instance what it reads (every instance runs the same code and
+    /// config); a router that cannot say, or declares nonsense, does not load.
+    pub(crate) fn new(mut instances: Vec<Instance<RouterKind>>) -> Result<Self, Fault> {
+        let declared = instances[0].call("declare", |b, s| b.call_declare(s))?;
+        let reads = crate::convert::route_reads(declared);
+        check_reads(&reads).map_err(Fault::Invalid)?;
         let owner = instances[0].pool_owner();
-        RouterPlugin {
+        Ok(RouterPlugin {
+            reads,
             pool: Pool::new(
                 instances
                     .into_iter()
@@ -66,7 +79,12 @@ impl RouterPlugin {
                     .collect(),
                 owner,
             ),
-        }
+        })
+    }
+
+    /// The parts of a request it reads (declared at load).
+    pub fn reads(&self) -> &RouteReads {
+        &self.reads
     }
 
     /// Pushes a new endpoint table to every instance.
@@ -86,8 +104,15 @@ impl RouterPlugin {
     /// Narrows `candidates` for `request`. The answer must be a subset of the candidates:
     /// no stranger, no duplicate, so never longer than what was given; anything else is
     /// an invalid answer (counted) and nothing is filtered.
+    ///
+    /// `request` may carry more than the router declared (a slot's memo key is what all
+    /// its routers read): only the declared parts cross into the component.
     pub fn route(&self, candidates: &[u32], request: &RouteRequest) -> Routed {
-        let request = &crate::convert::route_request(request);
+        let request = &if self.reads.keeps(request) {
+            crate::convert::route_request(request)
+        } else {
+            crate::convert::route_request(&self.reads.narrow(request))
+        };
         self.pool
             .with(|member| {
                 let answer = match member.ensure() {
@@ -112,6 +137,34 @@ impl RouterPlugin {
             })
             .unwrap_or_else(|_| unfiltered(candidates))
     }
+}
+
+/// Whether a declaration stays within what the kernel extracts per call.
+fn check_reads(reads: &RouteReads) -> Result<(), String> {
+    let keys = match &reads.tags {
+        TagReads::Keys(keys) => keys.as_slice(),
+        _ => &[],
+    };
+    if keys.len() > MAX_DECLARED || reads.fields.len() > MAX_DECLARED {
+        return Err(format!(
+            "declared {} tag keys and {} fields; at most {MAX_DECLARED} of each",
+            keys.len(),
+            reads.fields.len()
+        ));
+    }
+    if let Some(bad) = reads
+        .fields
+        .iter()
+        .find(|f| f.is_empty() || f.len() > MAX_PATH || f.split('.').any(str::is_empty))
+    {
+        return Err(format!(
+            "declared field path {bad:?}: dotted names of 1..={MAX_PATH} bytes, no empty part"
+        ));
+    }
+    if keys.iter().any(|k| k.is_empty()) {
+        return Err("declared an empty tag key".into());
+    }
+    Ok(())
 }
 
 /// Whether `answer` is a subset of `candidates` (each at most once).
@@ -145,7 +198,33 @@ fn unfiltered(candidates: &[u32]) -> Routed {
 
 #[cfg(test)]
 mod tests {
-    use super::check_subset;
+    use super::*;
+
+    #[test]
+    fn declarations_are_bounded() {
+        assert!(check_reads(&RouteReads::default()).is_ok());
+        let fields = |f: &[&str]| RouteReads {
+            fields: f.iter().map(|s| s.to_string()).collect(),
+            ..RouteReads::default()
+        };
+        assert!(check_reads(&fields(&["user.tier", "items.0.sku"])).is_ok());
+        assert!(check_reads(&fields(&["user..tier"]))
+            .unwrap_err()
+            .contains("no empty part"));
+        assert!(check_reads(&fields(&[""])).is_err());
+        let many: Vec<String> = (0..33).map(|i| format!("f{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert!(check_reads(&fields(&many))
+            .unwrap_err()
+            .contains("at most 32"));
+        let empty_key = RouteReads {
+            tags: TagReads::Keys(vec![String::new()]),
+            ..RouteReads::default()
+        };
+        assert!(check_reads(&empty_key)
+            .unwrap_err()
+            .contains("empty tag key"));
+    }
 
     #[test]
     fn answers_are_subsets_without_duplicates() {

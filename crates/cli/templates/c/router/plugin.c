@@ -103,6 +103,19 @@ bool exports_router_init(router_config_t *config, router_string_t *err) {
   return ok;
 }
 
+// Only the routing tag: the kernel fills nothing else and asks once per value of it. The
+// key list and its string are malloc'd: the post-return function frees them.
+void exports_router_declare(router_route_reads_t *ret) {
+  router_string_t *keys = malloc(sizeof *keys);
+  if (keys == NULL) {
+    abort();
+  }
+  keys[0] = (router_string_t){.ptr = copy(key_ptr, key_len), .len = key_len};
+  memset(ret, 0, sizeof *ret);
+  ret->tags.tag = AXLE_SPI_ROUTING_TAG_READS_KEYS;
+  ret->tags.val.keys = (router_list_string_t){.ptr = keys, .len = 1};
+}
+
 void exports_router_endpoints_changed(router_endpoint_table_t *table) {
   forget_tags();
   size_t needed = 0;

@@ -34,6 +34,17 @@ export function init(config) {
   tags = new Map();
 }
 
+// Only the routing tag: the kernel fills nothing else and asks once per value of it.
+export function declare() {
+  return {
+    tags: { tag: "keys", val: [tagKey] },
+    consumerApp: false,
+    callerAddress: false,
+    method: false,
+    fields: [],
+  };
+}
+
 export function endpointsChanged(table) {
   tags = new Map();
   for (const endpoint of table.endpoints) {

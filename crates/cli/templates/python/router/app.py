@@ -39,6 +39,16 @@ class WitWorld(wit_world.WitWorld):
         _key = key
         _tags.clear()
 
+    def declare(self) -> routing.RouteReads:
+        # Only the routing tag: the kernel fills nothing else and asks once per value of it.
+        return routing.RouteReads(
+            tags=routing.TagReads_Keys([_key]),
+            consumer_app=False,
+            caller_address=False,
+            method=False,
+            fields=[],
+        )
+
     def endpoints_changed(self, table: types.EndpointTable) -> None:
         _tags.clear()
         for endpoint in table.endpoints:

@@ -4,7 +4,7 @@
 //!
 //! Config: `key` (text, default `"lane"`): the tag that routes.
 
-use axle_sdk::{Config, EndpointId, EndpointTable, RouteRequest, Router};
+use axle_sdk::{Config, EndpointId, EndpointTable, RouteReads, RouteRequest, Router, TagReads};
 
 /// The router.
 pub struct TagFilter {
@@ -19,6 +19,14 @@ impl Router for TagFilter {
             return Err("key `key`: must not be empty".to_string());
         }
         Ok(TagFilter { key })
+    }
+
+    /// Only its tag: the kernel fills nothing else and asks once per value of it.
+    fn declare(&self) -> RouteReads {
+        RouteReads {
+            tags: TagReads::Keys(vec![self.key.clone()]),
+            ..RouteReads::default()
+        }
     }
 
     fn route(
