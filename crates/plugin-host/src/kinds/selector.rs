@@ -2,6 +2,8 @@
 //! set's members, made natively.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::bindings::wit;
@@ -45,7 +47,9 @@ struct Member {
     table: Option<Arc<wit::EndpointTable>>,
     /// Bumped whenever the state a replacement must replay changes.
     generation: u64,
-    sets: HashMap<u32, Arc<SetMembers>>,
+    /// By kernel id; Fx-hashed: looked up on every pick, where SipHash would cost more
+    /// than the rest of the kernel's share of the call.
+    sets: FxHashMap<u32, Arc<SetMembers>>,
     pending: Vec<axle_spi::Outcome>,
     /// `pending` in the component's types, reused batch after batch.
     wire: Vec<wit::Outcome>,
@@ -57,7 +61,7 @@ impl Member {
         Member {
             runner,
             table: None,
-            sets: HashMap::new(),
+            sets: FxHashMap::default(),
             generation: 0,
             pending: Vec::with_capacity(FEEDBACK_BATCH),
             wire: Vec::with_capacity(FEEDBACK_BATCH),
@@ -172,8 +176,8 @@ thread_local! {
     /// Outcomes waiting for delivery, per selector plugin, on this thread: a call adds to
     /// its thread's buffer without taking the plugin's lock; a full buffer is delivered in
     /// one `feedback` call.
-    static FEEDBACK: std::cell::RefCell<HashMap<u64, Vec<axle_spi::Outcome>>> =
-        std::cell::RefCell::new(HashMap::new());
+    static FEEDBACK: std::cell::RefCell<FxHashMap<u64, Vec<axle_spi::Outcome>>> =
+        std::cell::RefCell::new(FxHashMap::default());
 }
 
 /// A loaded selector.
@@ -281,14 +285,16 @@ impl SelectorPlugin {
     /// caller then picks among its candidates itself.
     pub fn select(&self, id: u32, hash_key: u64) -> Option<Selection> {
         let answer = self.pool.with(|member| {
-            let set = member.sets.get(&id)?.clone();
-            if set.ids.is_empty() {
+            if member.sets.get(&id).is_none_or(|set| set.ids.is_empty()) {
                 return None;
             }
             let answer = match member.ensure() {
                 Ok(()) => member.select(id, hash_key),
                 Err(fault) => Err(fault),
             };
+            // Looked up again rather than cloned before the call (an `Arc` clone and drop
+            // per pick): nothing else holds the member meanwhile, so the set is the same.
+            let set = member.sets.get(&id)?;
             match answer {
                 Ok(Some(endpoint)) if set.sorted.binary_search(&endpoint).is_ok() => {
                     Some(Selection {
