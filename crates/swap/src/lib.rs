@@ -241,4 +241,21 @@ mod tests {
             .to_string();
         assert!(err.contains("no slot `balancer`"), "{err}");
     }
+
+    #[test]
+    fn fills_interceptor_chains_in_order() {
+        let mut m = Manifest::embedded().unwrap();
+        fill_slot(&mut m, "echo.client-interceptors", "tag-map, allow-apps").unwrap();
+        let chain = m.slots_for("echo").client_interceptors;
+        assert_eq!(chain, Some(vec!["tag-map".into(), "allow-apps".into()]));
+        fill_slot(&mut m, "server-interceptors", "allow-apps").unwrap();
+        assert_eq!(
+            m.slots.server_interceptors,
+            Some(vec!["allow-apps".to_string()])
+        );
+        let err = fill_slot(&mut m, "client-interceptors", "tag")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a router, not a interceptor"), "{err}");
+    }
 }
