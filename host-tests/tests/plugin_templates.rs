@@ -136,8 +136,11 @@ fn assert_access_check(dir: &Path, name: &str, cache: &Path) {
     )
     .unwrap();
     let cache_env = cache.to_str().expect("a UTF-8 temp path");
-    let server =
-        ServeProcess::start_with_env(Some(&manifest), &[], &[("AXLE_CACHE_DIR", cache_env)]);
+    let server = ServeProcess::start_with_env(
+        Some(&manifest),
+        &["--admin", "127.0.0.1:0"],
+        &[("AXLE_CACHE_DIR", cache_env)],
+    );
     let host = PluginHost::new(Some(cache.to_path_buf())).unwrap();
     let client = client_for(
         &host,
@@ -160,14 +163,17 @@ fn assert_access_check(dir: &Path, name: &str, cache: &Path) {
         }
     };
     let tenant = [("tenant", "acme")];
-    for (app, tags, expected) in [
+    let shapes = [
         (Some("web"), &tenant[..], None),
         (None, &tenant[..], None),
         (Some("batch"), &tenant[..], Some("forbidden")),
         (Some("legacy"), &[][..], Some("forbidden")),
         (Some("web"), &[][..], Some("bad_request")),
         (Some("web"), &[("lane", "canary")][..], Some("bad_request")),
-    ] {
+    ];
+    // Twice: the second round's answers come from the kernel's memo, as the template's
+    // declaration (no per-call part read) allows.
+    for (app, tags, expected) in shapes.iter().chain(shapes.iter()).copied() {
         let answer = call(app, tags);
         match (expected, &answer) {
             (None, Ok(())) => {}
@@ -183,6 +189,30 @@ fn assert_access_check(dir: &Path, name: &str, cache: &Path) {
             _ => panic!("{name}: app {app:?} tags {tags:?}: expected {expected:?}, got {answer:?}"),
         }
     }
+    let admin = server.admin.clone().expect("--admin prints its address");
+    let counts = |report: &serde_json::Value| {
+        report["servers"][0]["plugins"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|row| row["name"] == name))
+            .map(|row| row["intercept"].clone())
+            .unwrap_or_else(|| panic!("{name}'s counters in {report}"))
+    };
+    // The counters follow the answers; wait (bounded) until all twelve calls are counted.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let mut seen = counts(&axle_host_tests::admin_stats(&admin));
+    while seen["calls"] != 12 && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+        seen = counts(&axle_host_tests::admin_stats(&admin));
+    }
+    assert_eq!(seen["calls"], 12, "{name}: {seen}");
+    assert_eq!(seen["refusals"], 8, "{name}: {seen}");
+    assert_eq!(seen["passes"], 4, "{name}: {seen}");
+    assert_eq!(seen["faults"], 0, "{name}: {seen}");
+    let memo_hits = seen["memo_hits"].as_u64().unwrap_or(0);
+    assert!(
+        memo_hits >= 6,
+        "{name}: the repeated shapes are memoised: {seen}"
+    );
 }
 
 macro_rules! template_tests {

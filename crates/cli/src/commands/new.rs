@@ -306,9 +306,14 @@ impl Fill {
                 "`app.js`",
             ),
         };
+        let article = if self.kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "An"
+        } else {
+            "A"
+        };
         let mut text = format!(
             "# {name}\n\n\
-             A {kind} plugin for Axle, written in {what}. The source ({files}) says what \
+             {article} {kind} plugin for Axle, written in {what}. The source ({files}) says what \
              the strategy does and which config keys it takes; any other key fails the load.\n\n\
              Build (in this directory):\n\n\
              ```sh\n{build}\n```\n\n\
@@ -426,6 +431,10 @@ mod tests {
             sdk: String::new(),
         };
         let readme = fill.readme();
+        assert!(
+            readme.contains("\nAn interceptor plugin for Axle"),
+            "{readme}"
+        );
         // The build command stays the first sh block (what the tests and users run).
         let first = readme.find("```sh\n").expect("a sh block");
         assert!(readme[first..].starts_with(&format!("```sh\n{}\n```", fill.build_command())));
@@ -443,7 +452,9 @@ mod tests {
             "`on-error`",
             "safe default",
         ] {
-            assert!(readme.contains(says), "{says}");
+            // Whatever the line breaks.
+            let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(flat.contains(says), "{says}");
         }
         // The access check fails closed; other kinds keep their fixed safe defaults.
         assert!(fill.manifest_entry().contains("\non-error = \"refuse\"\n"));
