@@ -13,7 +13,7 @@ use axle::client::{CallOptions, Client};
 use axle::manifest::EndpointSpec;
 use axle::plugin::PluginHost;
 use axle_host_tests::etcd::{Etcd, Provider};
-use axle_host_tests::{axle_bin, client_for, rt};
+use axle_host_tests::{admin_stats, axle_bin, client_for, rt};
 
 /// How long a rule may take to show (the promise is about a second).
 const RULE_WAIT: Duration = Duration::from_secs(10);
@@ -70,7 +70,11 @@ fn a_pushed_limit_is_followed_a_bad_one_refused_and_the_last_good_kept() {
         return;
     };
     let rt = rt();
-    let provider = Provider::start(&etcd.url(), &[]);
+    let provider = Provider::start(&etcd.url(), &["--admin", "127.0.0.1:0"]);
+    let admin = provider
+        .admin
+        .clone()
+        .expect("the provider's admin address");
     let host = PluginHost::new(None).unwrap();
     let client = {
         let _in = rt.enter();
@@ -126,6 +130,24 @@ fn a_pushed_limit_is_followed_a_bad_one_refused_and_the_last_good_kept() {
         n <= 4,
         "{n} of 20 admitted: the last good limit (burst 3) stays"
     );
+    // `axle stats --admin` shows it too: the revision in force, the refused one and why.
+    let stats = admin_stats(&admin);
+    let echo = stats["servers"][0]["rules"]
+        .as_array()
+        .expect("the server's rules")
+        .iter()
+        .find(|r| r["service"] == "echo")
+        .unwrap_or_else(|| panic!("no rule status for echo: {stats}"))
+        .clone();
+    let refused = echo["refused"]["revision"]
+        .as_i64()
+        .expect("a refused revision");
+    assert!(
+        echo["revision"].as_i64().is_some_and(|r| r < refused),
+        "the good revision stays in force: {echo}"
+    );
+    let why = echo["refused"]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("rate"), "the limiter's reason: {echo}");
 
     // A rule without limits lifts them: the manifest's limit again.
     let out = put(&etcd, "[governance]\nretries = 1\n");

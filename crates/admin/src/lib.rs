@@ -111,6 +111,12 @@ impl Admin {
         self
     }
 
+    /// Shows how the run-time rules its servers follow stand (`stats`, per server).
+    pub fn server_rules(mut self, book: axle_client::rules::RuleBook) -> Self {
+        self.targets.server_rules = Some(book);
+        self
+    }
+
     /// Exposes `server` as `name` (its counters; it still stops on its own).
     pub fn server(mut self, name: &str, server: &Server) -> Self {
         self.targets

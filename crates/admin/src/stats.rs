@@ -46,6 +46,10 @@ pub struct ServerStats {
     /// The counters of the plugins in its path (its limiter).
     #[serde(default)]
     pub plugins: Vec<PluginCounters>,
+    /// The run-time rules whose limits it follows (`axle rules`, `[limits]`): the
+    /// revision in force, the last one refused and why.
+    #[serde(default)]
+    pub rules: Vec<RuleStatus>,
     #[serde(flatten)]
     pub view: ServerView,
 }
@@ -70,6 +74,11 @@ impl StatsReport {
                 .map(|(name, s)| ServerStats {
                     name: name.clone(),
                     plugins: s.plugins(),
+                    rules: targets
+                        .server_rules
+                        .as_ref()
+                        .map(|book| book.all())
+                        .unwrap_or_default(),
                     view: s.stats(),
                 })
                 .collect(),

@@ -18,6 +18,9 @@ pub struct Targets {
     /// Where the consumers of the served services are listed (a kernel registered on
     /// etcd); none: `stats` lists no consumers.
     pub consumers: Option<crate::ConsumerSource>,
+    /// The run-time rules this kernel's servers follow (a provider on etcd takes the
+    /// `[limits]` of its services' rules); none: no rules are followed.
+    pub server_rules: Option<axle_client::rules::RuleBook>,
 }
 
 impl Targets {

@@ -1,7 +1,8 @@
-//! What a client knows of the run-time rules it follows (`axle rules`): per service, the
+//! What a kernel knows of the run-time rules it follows (`axle rules`): per service, the
 //! revision in force and the last one refused, so `axle stats` shows a bad rule that
-//! clients are ignoring instead of leaving it to the logs. The client only keeps this
-//! record; following etcd and checking each version is the caller's (the CLI's).
+//! clients (or a provider, for its limits) are ignoring instead of leaving it to the logs.
+//! The book only keeps this record; following etcd and checking each version is the
+//! caller's (the CLI's).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -25,17 +26,28 @@ pub struct RefusedRule {
     pub error: String,
 }
 
-/// The statuses, shared by a client's clones.
+/// The statuses, shared by a client's clones (or by a provider and its admin endpoint).
 #[derive(Clone, Default)]
-pub(crate) struct RuleBook(Arc<Mutex<BTreeMap<String, RuleStatus>>>);
+pub struct RuleBook(Arc<Mutex<BTreeMap<String, RuleStatus>>>);
 
 impl RuleBook {
-    pub(crate) fn set(&self, status: RuleStatus) {
+    /// Records how `status.service`'s rule stands now.
+    pub fn set(&self, status: RuleStatus) {
         let mut book = self.0.lock().unwrap_or_else(|e| e.into_inner());
         book.insert(status.service.clone(), status);
     }
 
-    pub(crate) fn all(&self) -> Vec<RuleStatus> {
+    /// `service`'s rule as recorded (a service never recorded: no rule in force).
+    pub fn get(&self, service: &str) -> RuleStatus {
+        let book = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        book.get(service).cloned().unwrap_or_else(|| RuleStatus {
+            service: service.to_string(),
+            ..RuleStatus::default()
+        })
+    }
+
+    /// Every service's status, by name.
+    pub fn all(&self) -> Vec<RuleStatus> {
         let book = self.0.lock().unwrap_or_else(|e| e.into_inner());
         book.values().cloned().collect()
     }

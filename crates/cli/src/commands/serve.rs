@@ -209,6 +209,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let _cluster = crate::cluster::follow(host.cluster(), backend.as_ref(), &keys, &manifest);
     // Run-time limits: the `[limits]` of its services' rules, through etcd
     // (`serve_rules.rs`).
+    let rule_book = axle::client::rules::RuleBook::default();
     let _limit_rules = match &registry {
         RegistryUrl::Etcd(_) => {
             let rules = axle::discovery::rules::Rules::open(
@@ -225,6 +226,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                     layered,
                     manifest.clone(),
                     services,
+                    rule_book.clone(),
                 )
                 .await?,
             )
@@ -234,6 +236,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut admin = axle::admin::Admin::new()
         .server("serve", &server)
         .swapper(swapper);
+    if _limit_rules.is_some() {
+        admin = admin.server_rules(rule_book);
+    }
     if let Some(backend) = &backend {
         admin = admin.consumers(axle::admin::ConsumerSource::new(
             backend.clone(),

@@ -7,12 +7,14 @@
 //! in a rule are the callers' business; a provider takes only the limits.
 //!
 //! Prints `rule of SERVICE: limits applied (revision N)` or `rule of SERVICE: refused
-//! revision N: WHY` on stdout, for whoever runs it (and the tests, which wait for it).
+//! revision N: WHY` on stdout, for whoever runs it (and the tests, which wait for it), and
+//! records the same in a [`RuleBook`] that `axle stats --admin` shows per server.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use axle::client::rules::{RefusedRule, RuleBook, RuleStatus};
 use axle::discovery::rules::{RuleVersion, Rules};
 use axle::manifest::rules_limits::{lay, limits_of, Limits};
 use axle::manifest::{Layered, Manifest};
@@ -37,6 +39,8 @@ struct Applier {
     started: Manifest,
     /// Per service, the limits in force (a rule without `[limits]` has none).
     in_force: Mutex<BTreeMap<String, Limits>>,
+    /// What `stats` shows: the revision in force and the last refused, per service.
+    book: RuleBook,
 }
 
 /// Applies each service's current rule, then follows them.
@@ -46,12 +50,14 @@ pub async fn start(
     layered: Layered,
     started: Manifest,
     services: Vec<String>,
+    book: RuleBook,
 ) -> anyhow::Result<LimitRules> {
     let applier = Arc::new(Applier {
         swapper,
         layered,
         started,
         in_force: Mutex::new(BTreeMap::new()),
+        book,
     });
     let mut tasks = Vec::new();
     for service in services {
@@ -99,31 +105,41 @@ impl Applier {
             None => None,
             Some(v) => match limits_of(&self.layered, service, &v.text) {
                 Ok(limits) => limits,
-                Err(e) => return say(service, &format!("refused revision {revision}: {e}")),
+                Err(e) => return self.refused(service, revision, e.to_string()),
             },
         };
         let mut in_force = self.in_force.lock().unwrap_or_else(|e| e.into_inner());
-        if in_force.get(service) == limits.as_ref() {
-            return;
-        }
-        let mut next = in_force.clone();
-        match limits {
-            Some(l) => next.insert(service.to_string(), l),
-            None => next.remove(service),
-        };
-        let mut manifest = self.started.clone();
-        for (s, l) in &next {
-            if let Err(e) = lay(&mut manifest, s, l) {
-                return say(service, &format!("refused revision {revision}: {e}"));
+        if in_force.get(service) != limits.as_ref() {
+            let mut next = in_force.clone();
+            match limits {
+                Some(l) => next.insert(service.to_string(), l),
+                None => next.remove(service),
+            };
+            let mut manifest = self.started.clone();
+            for (s, l) in &next {
+                if let Err(e) = lay(&mut manifest, s, l) {
+                    return self.refused(service, revision, e.to_string());
+                }
             }
-        }
-        match self.swapper.swap_to(manifest) {
-            Ok(_) => {
-                *in_force = next;
-                say(service, &format!("limits applied (revision {revision})"));
+            if let Err(e) = self.swapper.swap_to(manifest) {
+                return self.refused(service, revision, format!("{e:#}"));
             }
-            Err(e) => say(service, &format!("refused revision {revision}: {e:#}")),
+            *in_force = next;
+            say(service, &format!("limits applied (revision {revision})"));
         }
+        self.book.set(RuleStatus {
+            service: service.to_string(),
+            revision: version.map(|v| v.revision),
+            refused: None,
+        });
+    }
+
+    /// `revision` is refused: the rule in force stays, and `stats` says why.
+    fn refused(&self, service: &str, revision: i64, error: String) {
+        say(service, &format!("refused revision {revision}: {error}"));
+        let mut status = self.book.get(service);
+        status.refused = Some(RefusedRule { revision, error });
+        self.book.set(status);
     }
 }
 

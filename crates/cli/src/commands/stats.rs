@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use axle::admin::{ClientStats, ServerStats, ServiceConsumers, StatsReport, DEFAULT_ADDR};
+use axle::client::rules::RuleStatus;
 use axle::client::{Client, ClientConfig};
 use axle::manifest::Manifest;
 use axle::plugin::PluginCounters;
@@ -282,21 +283,21 @@ fn client_table(out: &mut String, c: &ClientStats) {
             );
         }
     }
-    rules_table(out, c);
+    rules_table(out, &c.rules);
     out.push('\n');
 }
 
 /// The rules section: per followed service, the revision in force and the last refused.
-fn rules_table(out: &mut String, c: &ClientStats) {
+fn rules_table(out: &mut String, rules: &[RuleStatus]) {
     use std::fmt::Write;
-    if c.rules.is_empty() {
+    if rules.is_empty() {
         return;
     }
     out.push_str(
         "  rules (axle rules)
 ",
     );
-    for r in &c.rules {
+    for r in rules {
         let in_force = r
             .revision
             .map_or("none (the manifest alone)".to_string(), |v| {
@@ -328,6 +329,7 @@ fn server_table(out: &mut String, s: &ServerStats) {
             v.refused_closing, v.malformed
         );
     }
+    rules_table(out, &s.rules);
     if v.methods.is_empty() {
         out.push_str("  no requests yet\n\n");
         return;
