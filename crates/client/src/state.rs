@@ -428,9 +428,9 @@ impl ClientState {
         let mut members = Vec::with_capacity(list.len());
         let address = crate::caller_address::towards(&list);
         let loadout = self.loadout.load();
-        let overrides = loadout.manifest.weight_overrides.get(service);
+        let overrides = crate::weights::overrides(&loadout.manifest);
         for spec in list {
-            let weight = crate::weights::effective(&spec, overrides);
+            let weight = crate::weights::effective(&spec, &overrides);
             let (id, cell) = self.facts.allocate(&spec.address, weight);
             cell.set_weight(weight);
             let slot = id as usize;
