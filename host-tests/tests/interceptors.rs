@@ -498,3 +498,43 @@ fn the_memo_is_bounded_whatever_names_callers_send() {
     assert!(denied.by_plugin && matches!(denied.verdict, InterceptVerdict::Refuse(_)));
     assert_eq!(gate.memo_len(), MEMO_MAX);
 }
+
+#[test]
+fn a_running_provider_swaps_its_interceptor_chain() {
+    let rt = rt();
+    let dir = tempfile::tempdir().unwrap();
+    let p = provider(
+        dir.path(),
+        "",
+        "\n[plugins.gate]\nkind = \"interceptor\"\ncomponent = \"builtin:allow-apps\"\n\
+         [plugins.gate.config]\ndeny = [\"web\"]\n",
+    );
+    let admin = p.admin.clone().expect("admin");
+    let client = client_of(&p);
+    let swap = |chain: &str| {
+        let out = std::process::Command::new(axle_host_tests::axle_bin())
+            .args(["swap", "server-interceptors", chain, "--admin", &admin])
+            .output()
+            .expect("run axle swap");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    assert!(calls(&rt, &client, 2, &as_app("web"))
+        .iter()
+        .all(Result::is_ok));
+    let out = swap("gate");
+    assert!(out.contains("loaded: gate"), "{out}");
+    let refused = calls(&rt, &client, 2, &as_app("web"));
+    assert!(
+        refused
+            .iter()
+            .all(|r| remote_class(r).as_deref() == Some("forbidden")),
+        "{refused:?}"
+    );
+    assert_eq!(server_counts(&p, "gate")["refusals"], 2);
+    // An empty chain turns it off again; the provider keeps serving throughout.
+    swap("");
+    assert!(calls(&rt, &client, 2, &as_app("web"))
+        .iter()
+        .all(Result::is_ok));
+}

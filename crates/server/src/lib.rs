@@ -26,7 +26,6 @@ use futures::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use axle_plugin_host::kinds::interceptor::InterceptorPlugin;
 use axle_plugin_host::kinds::limiter::LimiterPlugin;
 use axle_plugin_host::kinds::serializer::SerializerPlugin;
 use axle_transport::serve::{self, Connections, Dispatch, Peer, ServeLimits};
@@ -46,7 +45,7 @@ pub struct ServerBuilder {
     limiter_spec: Option<(axle_manifest::PluginSpec, [u8; 32])>,
     serializers: HashMap<String, Arc<SerializerPlugin>>,
     /// The interceptors some `server-interceptors` slot names, by manifest name.
-    interceptors: std::collections::BTreeMap<String, Arc<InterceptorPlugin>>,
+    interceptors: stages::intercept_chains::Running,
     limits: ServeLimits,
     manifest: Option<Arc<axle_manifest::Manifest>>,
     /// The application's readiness hook (see [`ServerBuilder::readiness`]).
@@ -155,11 +154,7 @@ impl ServerBuilder {
         if let Some(files) = &manifest.tls.server {
             self.tls = Some(ServerTls::load(files)?);
         }
-        let chained: std::collections::BTreeSet<&str> = std::iter::once(&manifest.slots)
-            .chain(manifest.services.values())
-            .flat_map(|s| s.server_interceptors.iter().flatten())
-            .map(String::as_str)
-            .collect();
+        let chained = stages::intercept_chains::named(manifest);
         for spec in manifest.plugins.values() {
             let wanted = spec.kind == PluginKind::Serializer
                 || manifest.slots.limiter.as_deref() == Some(spec.name.as_str())
@@ -175,7 +170,8 @@ impl ServerBuilder {
                     self.limiter_spec = Some((spec.clone(), loaded.report.digest));
                 }
                 Plugin::Interceptor(i) => {
-                    self.interceptors.insert(spec.name.clone(), i);
+                    let entry = (spec.clone(), loaded.report.digest, i);
+                    self.interceptors.insert(spec.name.clone(), entry);
                 }
                 _ => {}
             }
@@ -217,10 +213,14 @@ impl ServerBuilder {
                 .flat_map(|(s, methods)| methods.keys().map(move |m| (s.as_str(), m.as_str()))),
             self.any_method.keys().map(String::as_str),
         );
-        let interceptors =
-            stages::intercept::chains(self.manifest.as_deref(), &self.interceptors, &services);
+        let interceptors = stages::intercept_chains::Chains::build(
+            self.manifest.as_deref(),
+            self.interceptors,
+            &services,
+        );
         let pipeline = Arc::new(Pipeline {
-            interceptors,
+            intercepting: AtomicBool::new(!interceptors.is_empty()),
+            interceptors: arc_swap::ArcSwap::from_pointee(interceptors),
             handlers: self.handlers,
             any_method: self.any_method,
             limiter: arc_swap::ArcSwapOption::new(self.limiter),
@@ -436,10 +436,8 @@ impl ServerObserver {
             .map(|l| l.counters())
             .collect::<Vec<_>>();
         let serializers = self.0.serializers.iter().map(|s| s.counters());
-        let mut interceptors: Vec<_> = self.0.interceptors.values().flatten().collect();
-        interceptors.sort_by(|a, b| a.name().cmp(b.name()));
-        interceptors.dedup_by(|a, b| Arc::ptr_eq(a, b));
-        let interceptors = interceptors.into_iter().map(|i| i.counters());
+        let chains = self.0.interceptors.load();
+        let interceptors = chains.plugins().map(|i| i.counters());
         limiter
             .into_iter()
             .chain(serializers)
@@ -472,9 +470,9 @@ pub struct Pipeline {
     guards: stages::protect::Guards,
     /// Which peers are internal (`[trust]`; nobody without a manifest).
     trust: axle_manifest::TrustSpec,
-    /// Each service's `server-interceptors` chain, in manifest order (services without
-    /// one are absent; an empty map costs a request one check).
-    interceptors: FxHashMap<String, Vec<Arc<InterceptorPlugin>>>,
+    /// The `server-interceptors` chains (swapped whole); whether any service has one.
+    interceptors: arc_swap::ArcSwap<stages::intercept_chains::Chains>,
+    intercepting: AtomicBool,
     /// Set when the server starts stopping (read per request: an atomic, not the watch).
     closing: AtomicBool,
     /// When the last request was refused with `shutting_down` (`facts::now_ns`): the drain
@@ -532,7 +530,7 @@ impl Dispatch for Pipeline {
     }
 }
 
-/// A running server's limiter slot, for hot-swap.
+/// A running server's swappable slots (limiter, `server-interceptors`), for hot-swap.
 #[derive(Clone)]
 pub struct LimiterSlot(Arc<Pipeline>);
 
@@ -541,13 +539,25 @@ impl LimiterSlot {
     /// loaded and self-checked first; a new version of the running plugin (same name)
     /// gets its state (`export-state` → `import-state`, when both sides have them), so a
     /// token bucket keeps its tokens. Reports the plugin loaded, if any; on an error the
-    /// running limiter stays.
+    /// running limiter stays. Interceptor chains swap first, whole (`intercept_chains.rs`).
     pub fn swap(
         &self,
         host: &axle_plugin_host::PluginHost,
         manifest: &axle_manifest::Manifest,
     ) -> anyhow::Result<axle_plugin_host::SwapReport> {
         let started = std::time::Instant::now();
+        let mut report = stages::intercept_chains::swap(&self.0, host, manifest)?;
+        report.merge(self.swap_limiter(host, manifest, started)?);
+        report.took_us = started.elapsed().as_micros() as u64;
+        Ok(report)
+    }
+
+    fn swap_limiter(
+        &self,
+        host: &axle_plugin_host::PluginHost,
+        manifest: &axle_manifest::Manifest,
+        started: std::time::Instant,
+    ) -> anyhow::Result<axle_plugin_host::SwapReport> {
         let p = &self.0;
         let mut running = p.limiter_spec.lock().unwrap_or_else(|e| e.into_inner());
         let wanted = manifest

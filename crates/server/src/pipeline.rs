@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::stages::dedup::Seen;
-use crate::stages::{dispatch, intercept, limit, protect};
+use crate::stages::{dispatch, intercept, intercept_chains, limit, protect};
 use crate::{Context, Handler, Pipeline};
 use axle_core::RequestScope;
 use axle_transport::serve::Peer;
@@ -116,7 +116,8 @@ async fn protected(
     if let Err(frame) = protect::check_internal(guard, external, &ctx, id) {
         return *frame;
     }
-    let chain = intercept::chain(p, &guard.service);
+    let chains = intercept_chains::now(p);
+    let chain = chains.as_deref().map_or(&[][..], |c| c.of(&guard.service));
     if chain.is_empty() {
         return deduplicated(p, guard, handler, ctx, request).await;
     }

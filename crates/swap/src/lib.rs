@@ -75,9 +75,10 @@ impl Swapper {
         let mut slots = Vec::new();
         if !self.clients.is_empty() {
             slots.extend(["serializer", "selector", "routers", "health-scorer"]);
+            slots.push("client-interceptors");
         }
         if !self.servers.is_empty() {
-            slots.push("limiter");
+            slots.extend(["limiter", "server-interceptors"]);
         }
         slots
     }
@@ -128,7 +129,8 @@ impl Swapper {
         if !have.contains(&name) {
             anyhow::bail!(
                 "this kernel has no `{name}` slot to swap (it has: {listed}; a server fills \
-                 the limiter, a client the serializer, selector, routers and health-scorer)"
+                 the limiter and server-interceptors, a client the serializer, selector, \
+                 routers, health-scorer and client-interceptors)"
             );
         }
         if let (Some(service), "limiter") = (service, name) {

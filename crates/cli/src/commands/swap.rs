@@ -11,16 +11,19 @@ use std::time::Duration;
 #[derive(clap::Args)]
 #[command(
     after_help = "What a kernel can swap: `axle serve --admin` runs a server, whose \
-slot is its `limiter`; `axle demo --admin` also runs a client, whose slots are \
-`serializer`, `selector`, `routers` and `health-scorer` (each also per service: \
-`echo.selector`). A slot the kernel lacks is refused with the list of those it has."
+slots are its `limiter` and `server-interceptors`; `axle demo --admin` also runs a \
+client, whose slots are `serializer`, `selector`, `routers`, `health-scorer` and \
+`client-interceptors` (each also per service: `echo.selector`). Chains take a \
+comma-separated list (`\"\"` empties one). A slot the kernel lacks is refused with the \
+list of those it has."
 )]
 pub struct Args {
-    /// `selector`, `serializer`, `routers`, `health-scorer` (a client's, optionally for
-    /// one service: `echo.selector`) or `limiter` (a server's).
+    /// `selector`, `serializer`, `routers`, `health-scorer`, `client-interceptors` (a
+    /// client's, optionally for one service: `echo.selector`), or `limiter`,
+    /// `server-interceptors` (a server's).
     slot: String,
-    /// The plugin (a `[plugins.<name>]` of the running manifest; for `routers`, a
-    /// comma-separated list).
+    /// The plugin (a `[plugins.<name>]` of the running manifest; for `routers` and the
+    /// interceptor chains, a comma-separated list).
     plugin: String,
     /// The running kernel's admin endpoint.
     #[arg(long, default_value = axle::admin::DEFAULT_ADDR)]

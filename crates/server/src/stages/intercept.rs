@@ -6,8 +6,8 @@
 //! the refusal's class and runs nowhere. `server-after` sees the answer (the handler's, or
 //! a stage's refusal) and may replace it with an error frame. A refusal ends the chain.
 //!
-//! The peer an interceptor sees is the caller's IP. A service without interceptors pays
-//! one emptiness check per request.
+//! The peer an interceptor sees is the caller's IP. A server without interceptors pays
+//! one relaxed load per request (`intercept_chains.rs` keeps the chains).
 
 use std::sync::Arc;
 
@@ -16,43 +16,7 @@ use axle_plugin_host::kinds::interceptor::{
 };
 use axle_wire::{ErrorClass, Frame};
 
-use crate::{Context, Pipeline};
-
-/// The chain of `service` (empty: none).
-pub fn chain<'p>(p: &'p Pipeline, service: &str) -> &'p [Arc<InterceptorPlugin>] {
-    if p.interceptors.is_empty() {
-        return &[];
-    }
-    p.interceptors
-        .get(service)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
-}
-
-/// Each served service's `server-interceptors` chain (a service's own slot, else the
-/// global one), built from the loaded interceptors in manifest order.
-pub fn chains(
-    manifest: Option<&axle_manifest::Manifest>,
-    loaded: &std::collections::BTreeMap<String, Arc<InterceptorPlugin>>,
-    services: &[String],
-) -> rustc_hash::FxHashMap<String, Vec<Arc<InterceptorPlugin>>> {
-    let Some(manifest) = manifest else {
-        return rustc_hash::FxHashMap::default();
-    };
-    services
-        .iter()
-        .filter_map(|service| {
-            let chain: Vec<_> = manifest
-                .slots_for(service)
-                .server_interceptors
-                .iter()
-                .flatten()
-                .filter_map(|name| loaded.get(name).cloned())
-                .collect();
-            (!chain.is_empty()).then(|| (service.clone(), chain))
-        })
-        .collect()
-}
+use crate::Context;
 
 fn view<'a>(
     point: InterceptPoint,

@@ -3,5 +3,6 @@
 pub mod dedup;
 pub mod dispatch;
 pub mod intercept;
+pub mod intercept_chains;
 pub mod limit;
 pub mod protect;
