@@ -58,6 +58,7 @@ pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec
         ));
     }
     let on_error_admit = match (p.kind, p.on_error.as_deref()) {
+        (PluginKind::Interceptor, None) => defaults::INTERCEPTOR_ON_ERROR_PASSES,
         (_, None) => defaults::LIMITER_ON_ERROR_ADMITS,
         (PluginKind::Limiter, Some("admit")) => true,
         (PluginKind::Limiter, Some("reject")) => false,
