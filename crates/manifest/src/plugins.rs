@@ -158,10 +158,10 @@ pub(crate) fn spec(name: String, p: RawPlugin, base: &Path) -> Result<PluginSpec
         memory_bytes: memory_mib * 1024 * 1024,
         instances,
         on_error_admit,
+        grant_payload,
         key_on,
         slow_call_us,
         quarantine_slow: p.quarantine_slow,
         config: p.config,
     })
 }
-        grant_payload,
