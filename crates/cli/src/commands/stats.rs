@@ -134,8 +134,8 @@ fn consumer_table(out: &mut String, c: &ServiceConsumers) {
     if !l.consumers.is_empty() {
         let _ = writeln!(
             out,
-            "  {:<20} {:<16} {:>8}  {}",
-            "application", "address", "pid", "id"
+            "  {:<20} {:<16} {:>8}  id",
+            "application", "address", "pid"
         );
     }
     for consumer in &l.consumers {
