@@ -204,7 +204,15 @@ impl Client {
         let svc = self.state.service(service)?;
         let (body, content_type) = stages::encode::encode(&svc, value)?;
         let reply = self
-            .invoke(service, method, body, Some(value), &content_type, options, started)
+            .invoke(
+                service,
+                method,
+                body,
+                Some(value),
+                &content_type,
+                options,
+                started,
+            )
             .await?;
         Ok(Answer {
             value: stages::encode::decode(&self.state, &reply)?,
@@ -239,8 +247,16 @@ impl Client {
         body: Bytes,
         options: &CallOptions,
     ) -> Result<Reply, CallError> {
-        self.invoke(service, method, body, None, payload::RAW, options, Instant::now())
-            .await
+        self.invoke(
+            service,
+            method,
+            body,
+            None,
+            payload::RAW,
+            options,
+            Instant::now(),
+        )
+        .await
     }
 
     /// The counters of the plugins this client runs (calls, faults by cause, replaced

@@ -44,8 +44,8 @@ use bytes::Bytes;
 use tracing::Instrument;
 
 use axle_core::payload;
-use axle_plugin_host::kinds::serializer::Value;
 use axle_governance::{Fallback, Governance};
+use axle_plugin_host::kinds::serializer::Value;
 use axle_transport::TransportError;
 
 use crate::stages::{self, feedback::Attempt, feedback::Finding, retry::Next};
@@ -396,7 +396,8 @@ impl Client {
                     ..options.clone()
                 };
                 let now = Instant::now();
-                Box::pin(self.invoke(service, method, body, None, content_type, &options, now)).await?
+                Box::pin(self.invoke(service, method, body, None, content_type, &options, now))
+                    .await?
             }
         };
         reply.fallback = true;
