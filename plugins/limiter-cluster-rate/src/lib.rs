@@ -11,15 +11,10 @@
 //! per key; `service.<name>.rate` and `service.<name>.burst` override them for one
 //! service.
 
+pub use axle_limiter_rates::Limit;
+use axle_limiter_rates::{limit, per_service, Tokens};
 use axle_sdk::{host, Admission, Config, KeyEntry, LimitKey, Limiter};
 use std::collections::HashMap;
-
-/// A global rate and burst.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Limit {
-    pub per_second: f64,
-    pub burst: f64,
-}
 
 /// The cluster-rate limiter.
 pub struct ClusterRate {
@@ -36,22 +31,7 @@ pub struct Bucket {
     global: Limit,
     share: Limit,
     generation: u64,
-    tokens: f64,
-    updated_ns: u64,
-}
-
-fn limit(config: &Config, prefix: &str, fallback: Option<Limit>) -> Result<Limit, String> {
-    let rate_key = format!("{prefix}rate");
-    let burst_key = format!("{prefix}burst");
-    let per_second = config.f64_or(&rate_key, fallback.map_or(100.0, |l| l.per_second))?;
-    if per_second <= 0.0 {
-        return Err(format!("key `{rate_key}`: must be greater than 0"));
-    }
-    let burst = config.f64_or(&burst_key, per_second)?;
-    if burst < 1.0 {
-        return Err(format!("key `{burst_key}`: must be at least 1"));
-    }
-    Ok(Limit { per_second, burst })
+    tokens: Tokens,
 }
 
 impl ClusterRate {
@@ -70,7 +50,7 @@ impl ClusterRate {
         }
         let n = self.providers.get(service).copied().unwrap_or(1);
         b.share = ClusterRate::share(b.global, n);
-        b.tokens = b.tokens.min(b.share.burst);
+        b.tokens.tokens = b.tokens.tokens.min(b.share.burst);
         b.generation = self.generation;
     }
 }
@@ -81,15 +61,7 @@ impl Limiter for ClusterRate {
     fn new(config: &Config) -> Result<Self, String> {
         config.reject_unknown(&["rate", "burst", "service.*.rate", "service.*.burst"])?;
         let default = limit(config, "", None)?;
-        let mut per_service = HashMap::new();
-        for key in config.keys() {
-            if let Some(rest) = key.strip_prefix("service.") {
-                if let Some((name, _)) = rest.rsplit_once('.') {
-                    let l = limit(config, &format!("service.{name}."), Some(default))?;
-                    per_service.insert(name.to_string(), l);
-                }
-            }
-        }
+        let per_service = per_service(config, default, limit)?;
         Ok(ClusterRate {
             default,
             per_service,
@@ -113,28 +85,14 @@ impl Limiter for ClusterRate {
             global,
             share,
             generation: self.generation,
-            tokens: share.burst,
-            updated_ns: host::now_ns(),
+            tokens: Tokens::full(share, host::now_ns()),
         }
     }
 
     fn acquire(&mut self, key: &mut KeyEntry<Bucket>, permits: u32) -> Admission {
         self.refresh(&key.attributes.service, &mut key.state);
         let b = &mut key.state;
-        let now = host::now_ns();
-        let elapsed_s = now.saturating_sub(b.updated_ns) as f64 / 1e9;
-        b.tokens = (b.tokens + elapsed_s * b.share.per_second).min(b.share.burst);
-        b.updated_ns = now;
-        let want = f64::from(permits.max(1));
-        if b.tokens >= want {
-            b.tokens -= want;
-            Admission::Admit
-        } else {
-            let wait_s = (want - b.tokens) / b.share.per_second;
-            Admission::Reject {
-                retry_after_ms: (wait_s * 1000.0).ceil().clamp(1.0, f64::from(u32::MAX)) as u32,
-            }
-        }
+        b.tokens.take(b.share, host::now_ns(), permits)
     }
 
     fn providers_changed(&mut self, service: &str, providers: u32) {
@@ -146,20 +104,12 @@ impl Limiter for ClusterRate {
 
     /// Hot-swap handoff: the tokens left and when they were counted.
     fn save(&self, b: &Bucket) -> Option<Vec<u8>> {
-        let mut out = b.tokens.to_le_bytes().to_vec();
-        out.extend_from_slice(&b.updated_ns.to_le_bytes());
-        Some(out)
+        Some(b.tokens.save())
     }
 
     fn restore(&mut self, attributes: &LimitKey, saved: &[u8]) -> Option<Bucket> {
-        let tokens = f64::from_le_bytes(saved.get(..8)?.try_into().ok()?);
-        let updated_ns = u64::from_le_bytes(saved.get(8..16)?.try_into().ok()?);
-        if !tokens.is_finite() {
-            return None;
-        }
         let mut b = self.prepare(attributes);
-        b.tokens = tokens.clamp(0.0, b.share.burst);
-        b.updated_ns = updated_ns.min(b.updated_ns);
+        b.tokens = Tokens::restore(saved, b.share, b.tokens.updated_ns)?;
         Some(b)
     }
 }

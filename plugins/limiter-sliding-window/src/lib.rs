@@ -13,6 +13,7 @@
 
 mod window;
 
+use axle_limiter_rates::{per_service, rate, DEFAULT_RATE};
 use axle_sdk::{host, Admission, Config, KeyEntry, LimitKey, Limiter};
 use std::collections::HashMap;
 pub use window::Window;
@@ -42,12 +43,12 @@ pub struct SlidingWindow {
 }
 
 fn limit(config: &Config, prefix: &str, fallback: Option<Limit>) -> Result<Limit, String> {
-    let rate_key = format!("{prefix}rate");
+    let per_second = rate(
+        config,
+        prefix,
+        fallback.map_or(DEFAULT_RATE, |l| l.per_second),
+    )?;
     let window_key = format!("{prefix}window-ms");
-    let per_second = config.f64_or(&rate_key, fallback.map_or(100.0, |l| l.per_second))?;
-    if per_second <= 0.0 {
-        return Err(format!("key `{rate_key}`: must be greater than 0"));
-    }
     let window_ms = config.u64_or(
         &window_key,
         fallback.map_or(1000, |l| l.window_ns / 1_000_000),
@@ -61,7 +62,7 @@ fn limit(config: &Config, prefix: &str, fallback: Option<Limit>) -> Result<Limit
         per_second,
         window_ns: window_ms * 1_000_000,
     };
-    check_window(&l, &rate_key)?;
+    check_window(&l, &format!("{prefix}rate"))?;
     Ok(l)
 }
 
@@ -142,15 +143,7 @@ impl Limiter for SlidingWindow {
             "service.*.window-ms",
         ])?;
         let default = limit(config, "", None)?;
-        let mut per_service = HashMap::new();
-        for key in config.keys() {
-            if let Some(rest) = key.strip_prefix("service.") {
-                if let Some((name, _)) = rest.rsplit_once('.') {
-                    let l = limit(config, &format!("service.{name}."), Some(default))?;
-                    per_service.insert(name.to_string(), l);
-                }
-            }
-        }
+        let per_service = per_service(config, default, limit)?;
         let quotas = quotas(config, default)?;
         for l in per_service.values() {
             for &per_second in quotas.values() {

@@ -1,6 +1,7 @@
 //! One key's sliding window: two fixed windows' counts, interpolated.
 
 use crate::Limit;
+use axle_limiter_rates::retry_after_ms;
 
 /// The counts of the current fixed window and the one before it.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,9 +76,7 @@ impl Window {
             let fade = w - (allowed - want) * w / self.current.max(f64::MIN_POSITIVE);
             left_in_current + fade.max(0.0)
         };
-        (wait_ns.max(0.0) / 1e6)
-            .ceil()
-            .clamp(1.0, f64::from(u32::MAX)) as u32
+        retry_after_ms(wait_ns.max(0.0) / 1e6)
     }
 
     /// The hand-off bytes: where the current window started and both counts.

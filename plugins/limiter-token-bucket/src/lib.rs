@@ -6,15 +6,9 @@
 //! `service.<name>.burst` override them for one service. The kernel keeps one instance of
 //! a limiter, so a bucket is never multiplied by the number of worker threads.
 
+use axle_limiter_rates::{limit, per_service, Limit, Tokens};
 use axle_sdk::{host, Admission, Config, KeyEntry, LimitKey, Limiter};
 use std::collections::HashMap;
-
-/// Rate and burst of one bucket.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Limit {
-    per_second: f64,
-    burst: f64,
-}
 
 /// The token-bucket limiter.
 pub struct TokenBucket {
@@ -25,22 +19,7 @@ pub struct TokenBucket {
 /// One key's bucket.
 pub struct Bucket {
     limit: Limit,
-    tokens: f64,
-    updated_ns: u64,
-}
-
-fn limit(config: &Config, prefix: &str, fallback: Option<Limit>) -> Result<Limit, String> {
-    let rate_key = format!("{prefix}rate");
-    let burst_key = format!("{prefix}burst");
-    let per_second = config.f64_or(&rate_key, fallback.map_or(100.0, |l| l.per_second))?;
-    if per_second <= 0.0 {
-        return Err(format!("key `{rate_key}`: must be greater than 0"));
-    }
-    let burst = config.f64_or(&burst_key, per_second)?;
-    if burst < 1.0 {
-        return Err(format!("key `{burst_key}`: must be at least 1"));
-    }
-    Ok(Limit { per_second, burst })
+    tokens: Tokens,
 }
 
 impl Limiter for TokenBucket {
@@ -49,15 +28,7 @@ impl Limiter for TokenBucket {
     fn new(config: &Config) -> Result<Self, String> {
         config.reject_unknown(&["rate", "burst", "service.*.rate", "service.*.burst"])?;
         let default = limit(config, "", None)?;
-        let mut per_service = HashMap::new();
-        for key in config.keys() {
-            if let Some(rest) = key.strip_prefix("service.") {
-                if let Some((name, _)) = rest.rsplit_once('.') {
-                    let l = limit(config, &format!("service.{name}."), Some(default))?;
-                    per_service.insert(name.to_string(), l);
-                }
-            }
-        }
+        let per_service = per_service(config, default, limit)?;
         Ok(TokenBucket {
             default,
             per_service,
@@ -71,44 +42,25 @@ impl Limiter for TokenBucket {
             .unwrap_or(&self.default);
         Bucket {
             limit,
-            tokens: limit.burst,
-            updated_ns: host::now_ns(),
+            tokens: Tokens::full(limit, host::now_ns()),
         }
     }
 
     fn acquire(&mut self, key: &mut KeyEntry<Bucket>, permits: u32) -> Admission {
         let b = &mut key.state;
-        let now = host::now_ns();
-        let elapsed_s = now.saturating_sub(b.updated_ns) as f64 / 1e9;
-        b.tokens = (b.tokens + elapsed_s * b.limit.per_second).min(b.limit.burst);
-        b.updated_ns = now;
-        let want = f64::from(permits.max(1));
-        if b.tokens >= want {
-            b.tokens -= want;
-            Admission::Admit
-        } else {
-            let wait_s = (want - b.tokens) / b.limit.per_second;
-            Admission::Reject {
-                retry_after_ms: (wait_s * 1000.0).ceil().min(f64::from(u32::MAX)) as u32,
-            }
-        }
+        b.tokens.take(b.limit, host::now_ns(), permits)
     }
 
     /// Hot-swap handoff: the tokens left and when they were counted, so a new version
     /// (a new rate, a rebuilt component) neither forgets a drained bucket nor refills it.
     fn save(&self, b: &Bucket) -> Option<Vec<u8>> {
-        let mut out = b.tokens.to_le_bytes().to_vec();
-        out.extend_from_slice(&b.updated_ns.to_le_bytes());
-        Some(out)
+        Some(b.tokens.save())
     }
 
     fn restore(&mut self, attributes: &LimitKey, saved: &[u8]) -> Option<Bucket> {
-        let tokens = f64::from_le_bytes(saved.get(..8)?.try_into().ok()?);
-        let updated_ns = u64::from_le_bytes(saved.get(8..16)?.try_into().ok()?);
         let mut b = self.prepare(attributes);
         // The new version's burst caps what the old one left.
-        b.tokens = tokens.clamp(0.0, b.limit.burst);
-        b.updated_ns = updated_ns.min(b.updated_ns);
+        b.tokens = Tokens::restore(saved, b.limit, b.tokens.updated_ns)?;
         Some(b)
     }
 }
