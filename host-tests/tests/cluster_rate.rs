@@ -6,12 +6,10 @@
 use std::time::{Duration, Instant};
 
 use axle::client::{CallOptions, Client};
-use axle::discovery::{self, BackendOptions, Listing, RegistryUrl, ServiceKey};
 use axle::manifest::EndpointSpec;
 use axle::plugin::PluginHost;
 use axle_host_tests::etcd::{wait_until, Etcd, Provider};
 use axle_host_tests::{client_for, rt};
-use tokio::sync::watch;
 
 /// The global rate (per second, per key) and burst the providers share.
 const RATE: f64 = 150.0;
@@ -31,21 +29,6 @@ fn manifest(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("plugins.toml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn subscribe(rt: &tokio::runtime::Runtime, etcd: &Etcd) -> watch::Receiver<Listing> {
-    let _in = rt.enter();
-    let url = RegistryUrl::parse(&etcd.url()).expect("etcd url");
-    let options = BackendOptions {
-        parse_endpoints: axle::manifest::parse_endpoints,
-        manifest_endpoints: Default::default(),
-        lease_ttl: Duration::from_secs(10),
-        resync: Duration::from_millis(500),
-        file_poll: Duration::from_millis(100),
-        etcd: Default::default(),
-    };
-    let backend = discovery::open(&url, options).expect("etcd backend");
-    backend.subscribe(&ServiceKey::new("default", "echo", "default").expect("key"))
 }
 
 /// A client of `echo` at exactly `addr`.
@@ -115,7 +98,7 @@ fn providers_share_a_global_rate_by_the_count_discovery_reports() {
     let dir = tempfile::tempdir().unwrap();
     let path = manifest(dir.path());
     let path = path.to_str().unwrap();
-    let rx = subscribe(&rt, &etcd);
+    let rx = etcd.subscribe(&rt, "default", "echo", "default");
     let mut providers: Vec<Provider> = (0..3)
         .map(|_| Provider::start(&etcd.url(), &["--manifest", path, "--lease-ttl-s", "5"]))
         .collect();

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use axle::discovery::{self, BackendOptions, Listing, RegistryUrl, ServiceKey};
+use axle::discovery::{self, Listing, ServiceKey};
 use axle_host_tests::etcd::{wait_until, Etcd, Provider};
 use axle_host_tests::{axle_bin, rt};
 use tokio::sync::watch;
@@ -20,18 +20,7 @@ fn subscribe(
     namespace: &str,
     group: &str,
 ) -> watch::Receiver<Listing> {
-    let _in = rt.enter();
-    let url = RegistryUrl::parse(&etcd.url()).expect("etcd url");
-    let options = BackendOptions {
-        parse_endpoints: axle::manifest::parse_endpoints,
-        manifest_endpoints: Default::default(),
-        lease_ttl: Duration::from_secs(10),
-        resync: Duration::from_millis(500),
-        file_poll: Duration::from_millis(100),
-        etcd: Default::default(),
-    };
-    let backend = discovery::open(&url, options).expect("etcd backend");
-    backend.subscribe(&ServiceKey::new(namespace, "flaky", group).expect("key"))
+    etcd.subscribe(rt, namespace, "flaky", group)
 }
 
 fn addresses(rx: &watch::Receiver<Listing>) -> Vec<String> {
@@ -303,19 +292,7 @@ fn following_client_with(
         axle::client::ClientConfig::new(m).endpoints("flaky", Vec::new()),
     )
     .expect("client");
-    let url = RegistryUrl::parse(&etcd.url()).expect("etcd url");
-    let backend = discovery::open(
-        &url,
-        BackendOptions {
-            parse_endpoints: axle::manifest::parse_endpoints,
-            manifest_endpoints: Default::default(),
-            lease_ttl: Duration::from_secs(10),
-            resync: Duration::from_millis(500),
-            file_poll: Duration::from_millis(100),
-            etcd: config,
-        },
-    )
-    .expect("etcd backend");
+    let backend = etcd.backend(rt, config);
     let follow = Follow::start(
         Arc::new(client.clone()),
         backend.as_ref(),
@@ -837,25 +814,6 @@ fn hostile_registry_entries_are_skipped_never_dialled_and_the_rest_keeps_serving
     assert!(!last.is_empty() && rx.borrow().skipped >= 3, "{last}");
 }
 
-/// An etcd backend with `config`, for registering or subscribing in-process.
-fn backend(
-    rt: &tokio::runtime::Runtime,
-    etcd: &Etcd,
-    config: EtcdConfig,
-) -> std::sync::Arc<dyn discovery::Backend> {
-    let _in = rt.enter();
-    let url = RegistryUrl::parse(&etcd.url()).expect("etcd url");
-    let options = BackendOptions {
-        parse_endpoints: axle::manifest::parse_endpoints,
-        manifest_endpoints: Default::default(),
-        lease_ttl: Duration::from_secs(10),
-        resync: Duration::from_millis(500),
-        file_poll: Duration::from_millis(100),
-        etcd: config,
-    };
-    discovery::open(&url, options).expect("etcd backend")
-}
-
 /// Registers `flaky` at `address` through `backend`: the error, if refused.
 fn try_register(
     rt: &tokio::runtime::Runtime,
@@ -931,8 +889,8 @@ fn etcd_with_users_lets_only_the_right_password_in() {
         as_user(dir.path().join("etcd.pw")),
     );
     // Nobody else gets in: no credentials, a wrong password.
-    let anonymous = backend(&rt, &etcd, EtcdConfig::default());
-    let wrong = backend(&rt, &etcd, as_user(pw("wrong.pw", "guess")));
+    let anonymous = etcd.backend(&rt, EtcdConfig::default());
+    let wrong = etcd.backend(&rt, as_user(pw("wrong.pw", "guess")));
     for (who, b) in [("anonymous", &anonymous), ("wrong password", &wrong)] {
         let refused = try_register(&rt, b.as_ref(), "127.0.0.1:7399").err();
         let says = refused.unwrap_or_else(|| panic!("{who} registered"));
@@ -1011,7 +969,7 @@ fn etcd_over_tls_needs_its_ca_and_a_client_certificate() {
             },
         ),
     ] {
-        let b = backend(&rt, &etcd, c);
+        let b = etcd.backend(&rt, c);
         let refused = try_register(&rt, b.as_ref(), "127.0.0.1:7399");
         assert!(refused.is_err(), "{what}: registered");
         eprintln!("{what}: {}", refused.err().unwrap_or_default());
