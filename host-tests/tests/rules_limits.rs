@@ -36,6 +36,19 @@ fn put(etcd: &Etcd, text: &str) -> Output {
     child.wait_with_output().expect("axle rules exits")
 }
 
+/// Puts `text` as `echo`'s rule, which `axle rules put` must accept and the provider
+/// must then apply to its limits.
+fn put_applied(etcd: &Etcd, provider: &Provider, text: &str) {
+    let out = put(etcd, text);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = rule_line(provider);
+    assert!(line.contains("limits applied"), "{line}");
+}
+
 /// The provider's next stdout line about `echo`'s rule, within [`RULE_WAIT`].
 fn rule_line(p: &Provider) -> String {
     let until = Instant::now() + RULE_WAIT;
@@ -92,14 +105,7 @@ fn a_pushed_limit_is_followed_a_bad_one_refused_and_the_last_good_kept() {
     );
 
     // Half a request per second, a burst of 3: the next 20 calls see the burst.
-    let out = put(&etcd, "[limits]\nrate = 0.5\nburst = 3\n");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = rule_line(&provider);
-    assert!(line.contains("limits applied"), "{line}");
+    put_applied(&etcd, &provider, "[limits]\nrate = 0.5\nburst = 3\n");
     let n = admitted(&rt, &client, 20);
     assert!(
         (3..=4).contains(&n),
@@ -150,13 +156,6 @@ fn a_pushed_limit_is_followed_a_bad_one_refused_and_the_last_good_kept() {
     assert!(why.contains("rate"), "the limiter's reason: {echo}");
 
     // A rule without limits lifts them: the manifest's limit again.
-    let out = put(&etcd, "[governance]\nretries = 1\n");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = rule_line(&provider);
-    assert!(line.contains("limits applied"), "{line}");
+    put_applied(&etcd, &provider, "[governance]\nretries = 1\n");
     assert_eq!(admitted(&rt, &client, 20), 20, "no rule limit any more");
 }
