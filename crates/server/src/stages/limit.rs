@@ -129,30 +129,45 @@ limiter = \"one\"
         Frame::request(id, meta, Bytes::from_static(b"hi"))
     }
 
-    #[tokio::test]
-    async fn a_method_no_handler_serves_is_not_found_and_never_reaches_the_limiter() {
+    /// A server on a free loopback port with `manifest`'s plugins, `handler` serving every
+    /// method of `echo`. The cache and the host are returned to live as long as the server.
+    async fn serve(
+        manifest: &str,
+        handler: crate::Handler,
+    ) -> (
+        tempfile::TempDir,
+        axle_plugin_host::PluginHost,
+        crate::Server,
+    ) {
         let cache = tempfile::tempdir().unwrap();
         let host = axle_plugin_host::PluginHost::new(Some(cache.path().to_path_buf())).unwrap();
         let manifest =
-            axle_manifest::Manifest::parse(ONE_PER_KEY, "test.toml", std::path::Path::new("/"))
+            axle_manifest::Manifest::parse(manifest, "test.toml", std::path::Path::new("/"))
                 .unwrap();
         let server = ServerBuilder::new()
             .with_manifest(&host, &manifest)
             .unwrap()
-            .any_method(
-                "echo",
-                Arc::new(|req| {
-                    Box::pin(async move {
-                        Ok(Response {
-                            payload: req.payload,
-                            content_type: req.content_type,
-                        })
-                    })
-                }),
-            )
+            .any_method("echo", handler)
             .bind("127.0.0.1:0")
             .await
             .unwrap();
+        (cache, host, server)
+    }
+
+    #[tokio::test]
+    async fn a_method_no_handler_serves_is_not_found_and_never_reaches_the_limiter() {
+        let (_cache, _host, server) = serve(
+            ONE_PER_KEY,
+            Arc::new(|req| {
+                Box::pin(async move {
+                    Ok(Response {
+                        payload: req.payload,
+                        content_type: req.content_type,
+                    })
+                })
+            }),
+        )
+        .await;
         let p = &server.pipeline;
         let limiter_calls = || p.limiter.load().as_ref().unwrap().counters().stats.calls;
         let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
@@ -196,35 +211,25 @@ limiter = \"two\"
 
     #[tokio::test]
     async fn a_concurrency_limiter_hears_each_admitted_request_end() {
-        let cache = tempfile::tempdir().unwrap();
-        let host = axle_plugin_host::PluginHost::new(Some(cache.path().to_path_buf())).unwrap();
-        let manifest =
-            axle_manifest::Manifest::parse(TWO_IN_FLIGHT, "test.toml", std::path::Path::new("/"))
-                .unwrap();
         // The handler holds every request until the test lets it go.
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let entered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (g, e) = (gate.clone(), entered.clone());
-        let server = ServerBuilder::new()
-            .with_manifest(&host, &manifest)
-            .unwrap()
-            .any_method(
-                "echo",
-                Arc::new(move |req| {
-                    let (g, e) = (g.clone(), e.clone());
-                    Box::pin(async move {
-                        e.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        let _permit = g.acquire().await;
-                        Ok(Response {
-                            payload: req.payload,
-                            content_type: req.content_type,
-                        })
+        let (_cache, _host, server) = serve(
+            TWO_IN_FLIGHT,
+            Arc::new(move |req| {
+                let (g, e) = (g.clone(), e.clone());
+                Box::pin(async move {
+                    e.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let _permit = g.acquire().await;
+                    Ok(Response {
+                        payload: req.payload,
+                        content_type: req.content_type,
                     })
-                }),
-            )
-            .bind("127.0.0.1:0")
-            .await
-            .unwrap();
+                })
+            }),
+        )
+        .await;
         let p = &server.pipeline;
         let limiter = p.limiter.load().as_ref().unwrap().clone();
         assert!(limiter.wants_release());
