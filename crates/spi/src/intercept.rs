@@ -42,6 +42,40 @@ impl InterceptPoint {
     }
 }
 
+/// Writes `point_in` and `point_out`: [`InterceptPoint`] from and to the `point` enum of a
+/// binding of `interface interception`. The kernel (wasmtime's bindings) and the SDK
+/// (wit-bindgen's) each generate their own enum from the WIT, so neither can name the
+/// other's; this keeps the one variant-for-variant mapping in one place. The visibility
+/// given applies to both functions.
+///
+/// ```ignore
+/// axle_spi::intercept_point_conversions!(pub(crate) wi::Point);
+/// ```
+#[macro_export]
+macro_rules! intercept_point_conversions {
+    ($vis:vis $($point:ident)::+) => {
+        /// The [`InterceptPoint`]($crate::InterceptPoint) a WIT `point` names.
+        $vis fn point_in(p: $($point)::+) -> $crate::InterceptPoint {
+            match p {
+                $($point)::+::ClientBefore => $crate::InterceptPoint::ClientBefore,
+                $($point)::+::ClientAfter => $crate::InterceptPoint::ClientAfter,
+                $($point)::+::ServerBefore => $crate::InterceptPoint::ServerBefore,
+                $($point)::+::ServerAfter => $crate::InterceptPoint::ServerAfter,
+            }
+        }
+
+        /// The WIT `point` of an [`InterceptPoint`]($crate::InterceptPoint).
+        $vis fn point_out(p: $crate::InterceptPoint) -> $($point)::+ {
+            match p {
+                $crate::InterceptPoint::ClientBefore => $($point)::+::ClientBefore,
+                $crate::InterceptPoint::ClientAfter => $($point)::+::ClientAfter,
+                $crate::InterceptPoint::ServerBefore => $($point)::+::ServerBefore,
+                $crate::InterceptPoint::ServerAfter => $($point)::+::ServerAfter,
+            }
+        }
+    };
+}
+
 /// The parts of a call an interceptor reads. The kernel fills only these; when none of
 /// the per-call parts ([`InterceptReads::per_call`]) is read, answers are memoised per
 /// distinct value of the parts read.
@@ -118,6 +152,28 @@ impl InterceptCall {
     }
 }
 
+/// The error classes a refusal may name (snake case, as the kernel spells them). Classes
+/// that describe the kernel's own states (`deadline_exceeded`, `shutting_down`) are not
+/// the plugin's to claim: the kernel takes a refusal naming one as an invalid answer. Here
+/// so that a plugin checking its config and the kernel checking its answers agree.
+pub const REFUSAL_CLASSES: [&str; 7] = [
+    "forbidden",
+    "bad_request",
+    "rate_limited",
+    "overloaded",
+    "business",
+    "not_found",
+    "internal",
+];
+
+/// The class name a refusal may use, in the kernel's spelling (`bad-request` and
+/// `bad_request` both read as `bad_request`); `None` for a class not in
+/// [`REFUSAL_CLASSES`].
+pub fn refusal_class(name: &str) -> Option<&'static str> {
+    let name = name.trim().replace('-', "_");
+    REFUSAL_CLASSES.into_iter().find(|c| *c == name)
+}
+
 /// A refusal: the call fails with this error class and message.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Refusal {
@@ -136,4 +192,49 @@ pub enum InterceptVerdict {
     SetTags(Vec<(String, String)>),
     /// Fail the call (before: not sent / not run; after: the answer is replaced).
     Refuse(Refusal),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for a binding's `point` enum.
+    mod wi {
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub enum Point {
+            ClientBefore,
+            ClientAfter,
+            ServerBefore,
+            ServerAfter,
+        }
+    }
+
+    crate::intercept_point_conversions!(wi::Point);
+
+    #[test]
+    fn points_map_to_the_binding_variant_of_the_same_name_and_back() {
+        for p in InterceptPoint::ALL {
+            let out = point_out(p);
+            let wit_name = format!("{out:?}");
+            let expected: String = p
+                .name()
+                .split('-')
+                .map(|w| w[..1].to_uppercase() + &w[1..])
+                .collect();
+            assert_eq!(wit_name, expected);
+            assert_eq!(point_in(out), p);
+        }
+    }
+
+    #[test]
+    fn refusal_classes_read_in_either_spelling_and_only_the_plugins_own() {
+        assert_eq!(refusal_class("bad-request"), Some("bad_request"));
+        assert_eq!(refusal_class(" rate_limited "), Some("rate_limited"));
+        for name in REFUSAL_CLASSES {
+            assert_eq!(refusal_class(name), Some(name));
+        }
+        for kernel_only in ["deadline-exceeded", "shutting_down", "teapot", ""] {
+            assert_eq!(refusal_class(kernel_only), None, "{kernel_only}");
+        }
+    }
 }

@@ -12,7 +12,8 @@ mod routing;
 mod tree;
 
 pub use intercept::{
-    InterceptCall, InterceptDeclaration, InterceptPoint, InterceptReads, InterceptVerdict, Refusal,
+    refusal_class, InterceptCall, InterceptDeclaration, InterceptPoint, InterceptReads,
+    InterceptVerdict, Refusal, REFUSAL_CLASSES,
 };
 pub use routing::{RouteReads, RouteRequest, TagReads};
 pub use tree::{Tree, MAX_DEPTH};

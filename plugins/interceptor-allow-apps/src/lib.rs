@@ -47,17 +47,6 @@ impl Pattern {
     }
 }
 
-/// The classes a refusal may name (the kernel's list).
-const CLASSES: [&str; 7] = [
-    "forbidden",
-    "bad_request",
-    "rate_limited",
-    "overloaded",
-    "business",
-    "not_found",
-    "internal",
-];
-
 /// The plugin: its lists and answers.
 pub struct AllowApps {
     allow: Vec<Pattern>,
@@ -93,21 +82,19 @@ impl Interceptor for AllowApps {
         if allow.is_empty() && deny.is_empty() {
             return Err("name applications in `allow` and/or `deny`".into());
         }
-        let class = config
-            .text_or("class", "forbidden")?
-            .trim()
-            .replace('-', "_");
-        if !CLASSES.contains(&class.as_str()) {
-            return Err(format!(
-                "key `class`: `{class}` is not a class a refusal may name ({})",
-                CLASSES.join(", ")
-            ));
-        }
+        let class = config.text_or("class", "forbidden")?;
+        let class = refusal_class(&class).ok_or_else(|| {
+            format!(
+                "key `class`: `{}` is not a class a refusal may name ({})",
+                class.trim().replace('-', "_"),
+                REFUSAL_CLASSES.join(", ")
+            )
+        })?;
         Ok(AllowApps {
             allow_unknown: config.bool_or("allow-unknown", allow.is_empty())?,
             allow,
             deny,
-            class,
+            class: class.to_string(),
             points: points_from(config, "points", &[InterceptPoint::ServerBefore])?,
         })
     }

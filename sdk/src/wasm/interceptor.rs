@@ -16,7 +16,7 @@ pub mod bindings {
 }
 
 use crate::wasm::base::axle::spi::types as wit;
-use crate::{InterceptCall, InterceptPoint, InterceptVerdict};
+use crate::{InterceptCall, InterceptVerdict};
 use bindings::axle::spi::interception as wi;
 
 pub trait Slot {
@@ -24,23 +24,7 @@ pub trait Slot {
     fn with<R>(f: impl FnOnce(&mut Option<Self::Plugin>) -> R) -> R;
 }
 
-fn point_in(p: wi::Point) -> InterceptPoint {
-    match p {
-        wi::Point::ClientBefore => InterceptPoint::ClientBefore,
-        wi::Point::ClientAfter => InterceptPoint::ClientAfter,
-        wi::Point::ServerBefore => InterceptPoint::ServerBefore,
-        wi::Point::ServerAfter => InterceptPoint::ServerAfter,
-    }
-}
-
-fn point_out(p: InterceptPoint) -> wi::Point {
-    match p {
-        InterceptPoint::ClientBefore => wi::Point::ClientBefore,
-        InterceptPoint::ClientAfter => wi::Point::ClientAfter,
-        InterceptPoint::ServerBefore => wi::Point::ServerBefore,
-        InterceptPoint::ServerAfter => wi::Point::ServerAfter,
-    }
-}
+axle_spi::intercept_point_conversions!(wi::Point);
 
 impl<S: Slot> bindings::Guest for S {
     fn init(config: wit::Config) -> Result<(), String> {

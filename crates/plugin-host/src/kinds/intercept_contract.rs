@@ -4,6 +4,7 @@
 //! one place.
 
 use crate::bindings::interceptor::axle::spi::interception as wi;
+pub use axle_spi::{refusal_class, REFUSAL_CLASSES};
 use axle_spi::{InterceptDeclaration, InterceptPoint, InterceptReads, InterceptVerdict, Refusal};
 
 /// Most tags a `set-tags` answer may carry.
@@ -15,36 +16,7 @@ pub const MAX_TAG_VALUE: usize = 1024;
 /// Longest refusal message kept, in bytes (longer ones are cut, not refused).
 pub const MAX_MESSAGE: usize = 1024;
 
-/// The error classes a refusal may name (snake case, as the kernel spells them). Classes
-/// that describe the kernel's own states (`deadline_exceeded`, `shutting_down`) are not
-/// the plugin's to claim: a refusal naming one is an invalid answer.
-pub const REFUSAL_CLASSES: [&str; 7] = [
-    "forbidden",
-    "bad_request",
-    "rate_limited",
-    "overloaded",
-    "business",
-    "not_found",
-    "internal",
-];
-
-pub(crate) fn point_out(p: InterceptPoint) -> wi::Point {
-    match p {
-        InterceptPoint::ClientBefore => wi::Point::ClientBefore,
-        InterceptPoint::ClientAfter => wi::Point::ClientAfter,
-        InterceptPoint::ServerBefore => wi::Point::ServerBefore,
-        InterceptPoint::ServerAfter => wi::Point::ServerAfter,
-    }
-}
-
-fn point_in(p: wi::Point) -> InterceptPoint {
-    match p {
-        wi::Point::ClientBefore => InterceptPoint::ClientBefore,
-        wi::Point::ClientAfter => InterceptPoint::ClientAfter,
-        wi::Point::ServerBefore => InterceptPoint::ServerBefore,
-        wi::Point::ServerAfter => InterceptPoint::ServerAfter,
-    }
-}
+axle_spi::intercept_point_conversions!(pub(crate) wi::Point);
 
 pub(crate) fn declaration(d: &wi::Declaration) -> InterceptDeclaration {
     let mut points: Vec<InterceptPoint> = Vec::new();
@@ -79,13 +51,6 @@ pub(crate) fn check_grant(d: &InterceptDeclaration, granted: bool) -> Result<(),
         );
     }
     Ok(())
-}
-
-/// The class name a refusal may use, in the kernel's spelling (`bad-request` and
-/// `bad_request` both read as `bad_request`).
-pub fn refusal_class(name: &str) -> Option<&'static str> {
-    let name = name.trim().replace('-', "_");
-    REFUSAL_CLASSES.into_iter().find(|c| *c == name)
 }
 
 /// Checks an answer against the contract; a refusal comes back with its class in the
