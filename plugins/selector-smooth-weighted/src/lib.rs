@@ -5,13 +5,10 @@
 //!
 //! Weights come from the endpoint table, which the kernel republishes when an effective
 //! weight moves by more than a tenth (then redefines every set): no host call per pick. A
-//! pick costs O(distinct weights in the set), see `schedule`. No config keys.
-
-mod schedule;
+//! pick costs O(distinct weights in the set), see `axle_selector_weights::Schedule`. No config keys.
 
 use axle_sdk::{CandidateSet, Config, EndpointId, EndpointTable, Selector};
-use axle_selector_weights::member_weights;
-use schedule::Schedule;
+use axle_selector_weights::{member_weights, Schedule};
 
 /// The smooth weighted round-robin selector.
 pub struct SmoothWeighted;
@@ -30,7 +27,7 @@ impl Selector for SmoothWeighted {
     }
 
     fn select(&mut self, set: &mut CandidateSet<Schedule>, _hash_key: u64) -> Option<EndpointId> {
-        set.state.next()
+        set.state.pick()
     }
 }
 

@@ -1,5 +1,6 @@
 //! What the weight-aware selectors share: the weights of a candidate set, read once when
-//! the set is defined, and an alias table that samples them in O(1).
+//! the set is defined, an alias table that samples them in O(1), and Nginx's smooth
+//! weighted round-robin schedule (`smooth-weighted`'s, also `zone-aware`'s within a zone).
 //!
 //! Why the table's weights are enough: the kernel publishes each endpoint's *effective*
 //! weight (configured × warm-up × health factor) in the endpoint table, and publishes a new
@@ -9,9 +10,11 @@
 
 mod alias;
 mod sampling;
+mod schedule;
 
 pub use alias::AliasTable;
 pub use sampling::WeightedSet;
+pub use schedule::Schedule;
 
 use axle_sdk::{EndpointId, EndpointTable};
 

@@ -65,7 +65,7 @@ impl Schedule {
     }
 
     /// The endpoint of the next pick; `None` for a set with no weight.
-    pub fn next(&mut self) -> Option<u32> {
+    pub fn pick(&mut self) -> Option<u32> {
         let mut best: Option<usize> = None;
         for i in 0..self.classes.len() {
             let c = &mut self.classes[i];
@@ -123,7 +123,7 @@ mod tests {
     fn schedule(weights: &[u64], picks: usize) -> Vec<usize> {
         let ids: Vec<u32> = (0..weights.len() as u32).collect();
         let mut s = Schedule::new(&ids, weights);
-        (0..picks).map(|_| s.next().unwrap() as usize).collect()
+        (0..picks).map(|_| s.pick().unwrap() as usize).collect()
     }
 
     #[test]
@@ -161,6 +161,6 @@ mod tests {
     fn skips_zero_weights_and_has_nothing_without_weight() {
         let picks = schedule(&[0, 2, 0, 1], 6);
         assert_eq!(picks, vec![1, 3, 1, 1, 3, 1]);
-        assert_eq!(Schedule::new(&[4, 9], &[0, 0]).next(), None);
+        assert_eq!(Schedule::new(&[4, 9], &[0, 0]).pick(), None);
     }
 }
