@@ -382,3 +382,47 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> Option<Dura
     }
     f().then(|| start.elapsed())
 }
+
+/// `axle rules COMMAND SERVICE ARGS... --registry URL`, with `stdin` piped in.
+pub fn axle_rules(
+    etcd: &Etcd,
+    command: &str,
+    service: &str,
+    args: &[&str],
+    stdin: &str,
+) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new(crate::axle_bin())
+        .args(["rules", command, service])
+        .args(args)
+        .args(["--registry", &etcd.url()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run axle rules");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write the rule");
+    child.wait_with_output().expect("axle rules exits")
+}
+
+/// `axle rules put SERVICE` of `text`, which must be accepted; the revision it printed.
+pub fn put_rule(etcd: &Etcd, service: &str, text: &str) -> i64 {
+    let out = axle_rules(etcd, "put", service, &[], text);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "put {text:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("put printed no revision: {stdout:?}"))
+}

@@ -5,11 +5,10 @@
 //! the command is refused by the gateway, which keeps the last good rule and reports the
 //! refusal in its stats; a rollback brings the earlier behaviour back.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
-use axle_host_tests::etcd::{wait_until, Etcd, Provider};
+use axle_host_tests::etcd::{axle_rules, put_rule, wait_until, Etcd, Provider};
 use axle_host_tests::http::{post, AxleProcess};
 use axle_host_tests::{admin_stats, axle_bin, rt};
 
@@ -28,39 +27,12 @@ const BAD: &str = "[governance]\nretries = 99\n";
 
 /// `axle rules COMMAND flaky ARGS... --registry URL`, with `stdin` piped in.
 fn rules(etcd: &Etcd, command: &str, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(axle_bin())
-        .args(["rules", command, "flaky"])
-        .args(args)
-        .args(["--registry", &etcd.url()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run axle rules");
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write the rule");
-    child.wait_with_output().expect("axle rules exits")
+    axle_rules(etcd, command, "flaky", args, stdin)
 }
 
 /// `axle rules put flaky` of `text`; the revision it printed.
 fn put(etcd: &Etcd, text: &str) -> i64 {
-    let out = rules(etcd, "put", &[], text);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "put {text:?}: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .trim()
-        .rsplit(' ')
-        .next()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or_else(|| panic!("put printed no revision: {stdout:?}"))
+    put_rule(etcd, "flaky", text)
 }
 
 /// Whether `n` calls to flaky in a row all succeed (`true`) or all fail (`false`).

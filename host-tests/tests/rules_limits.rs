@@ -5,35 +5,21 @@
 //! refuses, written to etcd around the command, is refused by the provider, which keeps
 //! the limits in force; a rule without limits lifts them.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use axle::client::{CallOptions, Client};
 use axle::manifest::EndpointSpec;
 use axle::plugin::PluginHost;
-use axle_host_tests::etcd::{Etcd, Provider};
-use axle_host_tests::{admin_stats, axle_bin, client_for, rt};
+use axle_host_tests::etcd::{axle_rules, Etcd, Provider};
+use axle_host_tests::{admin_stats, client_for, rt};
 
 /// How long a rule may take to show (the promise is about a second).
 const RULE_WAIT: Duration = Duration::from_secs(10);
 
 /// `axle rules put echo --registry URL` of `text`.
 fn put(etcd: &Etcd, text: &str) -> Output {
-    let mut child = Command::new(axle_bin())
-        .args(["rules", "put", "echo", "--registry", &etcd.url()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run axle rules");
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(text.as_bytes())
-        .expect("write the rule");
-    child.wait_with_output().expect("axle rules exits")
+    axle_rules(etcd, "put", "echo", &[], text)
 }
 
 /// Puts `text` as `echo`'s rule, which `axle rules put` must accept and the provider

@@ -4,50 +4,24 @@
 //! `[weights]` reshapes the shares, and a bad route — refused by `axle rules put`, and by
 //! the gateway when written around the command — leaves the last good rule in force.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
-use axle_host_tests::etcd::{wait_until, Etcd, Provider};
+use axle_host_tests::etcd::{axle_rules, put_rule, wait_until, Etcd, Provider};
 use axle_host_tests::http::{post, AxleProcess};
-use axle_host_tests::{admin_stats, axle_bin, rt};
+use axle_host_tests::{admin_stats, rt};
 
 /// How long a rule may take to show in calls (the promise is about a second).
 const RULE_WAIT: Duration = Duration::from_secs(10);
 
 /// `axle rules COMMAND echo --registry URL`, with `stdin` piped in.
 fn rules(etcd: &Etcd, command: &str, stdin: &str) -> Output {
-    let mut child = Command::new(axle_bin())
-        .args(["rules", command, "echo", "--registry", &etcd.url()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run axle rules");
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write the rule");
-    child.wait_with_output().expect("axle rules exits")
+    axle_rules(etcd, command, "echo", &[], stdin)
 }
 
 /// `axle rules put echo` of `text`; the revision it printed.
 fn put(etcd: &Etcd, text: &str) -> i64 {
-    let out = rules(etcd, "put", text);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "put {text:?}: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .trim()
-        .rsplit(' ')
-        .next()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or_else(|| panic!("put printed no revision: {stdout:?}"))
+    put_rule(etcd, "echo", text)
 }
 
 /// The gateway client's echo section and its rule status.

@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod new;
 pub mod rules;
 pub mod rules_follow;
+pub mod rules_watch;
 pub mod serve;
 pub mod serve_rules;
 pub mod sidecar;

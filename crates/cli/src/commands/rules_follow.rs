@@ -33,17 +33,7 @@ impl RuleBase {
 }
 
 /// Following the rules; stops when dropped.
-pub struct RuleFollow {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for RuleFollow {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
-}
+pub type RuleFollow = super::rules_watch::Following;
 
 /// The rules in force, and how to build the client's manifest from them.
 struct Applier {
@@ -70,37 +60,21 @@ pub async fn start(
         started: started.clone(),
         in_force: Mutex::new(BTreeMap::new()),
     });
-    let mut tasks = Vec::new();
     for service in services {
-        let service = service.to_string();
         applier.client.set_rule_status(RuleStatus {
-            service: service.clone(),
+            service: service.to_string(),
             ..RuleStatus::default()
         });
-        let mut seen = match rules.get(&service).await {
-            Ok(now) => {
-                applier.version(&service, now.as_ref());
-                now.map(|v| v.revision)
-            }
-            Err(e) => {
-                tracing::warn!(service, error = %e, "cannot read the service's rule yet; following it");
-                None
-            }
-        };
-        let mut updates = rules.follow(&service)?;
-        let applier = applier.clone();
-        tasks.push(tokio::spawn(async move {
-            while updates.changed().await.is_ok() {
-                let now = updates.borrow_and_update().clone();
-                let revision = now.as_ref().map(|v| v.revision);
-                if revision != seen {
-                    seen = revision;
-                    applier.version(&service, now.as_ref());
-                }
-            }
-        }));
     }
-    Ok(RuleFollow { tasks })
+    let services = services.iter().map(|s| s.to_string()).collect();
+    super::rules_watch::follow(
+        &rules,
+        services,
+        Arc::new(move |service: &str, version: Option<&RuleVersion>| {
+            applier.version(service, version)
+        }),
+    )
+    .await
 }
 
 impl Applier {

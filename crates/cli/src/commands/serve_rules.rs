@@ -21,17 +21,7 @@ use axle::manifest::{Layered, Manifest};
 use axle::swap::Swapper;
 
 /// Following the rules; stops when dropped.
-pub struct LimitRules {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for LimitRules {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
-}
+pub type LimitRules = super::rules_watch::Following;
 
 struct Applier {
     swapper: Arc<Swapper>,
@@ -59,41 +49,14 @@ pub async fn start(
         in_force: Mutex::new(BTreeMap::new()),
         book,
     });
-    let mut tasks = Vec::new();
-    for service in services {
-        let mut seen = match rules.get(&service).await {
-            Ok(now) => {
-                if now.is_some() {
-                    applier.version(&service, now.as_ref());
-                }
-                now.map(|v| v.revision)
-            }
-            Err(e) => {
-                tracing::warn!(service, error = %e, "cannot read the service's rule yet; following it");
-                None
-            }
-        };
-        let mut updates = rules.follow(&service)?;
-        let applier = applier.clone();
-        tasks.push(tokio::spawn(async move {
-            while updates.changed().await.is_ok() {
-                let now = updates.borrow_and_update().clone();
-                let revision = now.as_ref().map(|v| v.revision);
-                if revision != seen {
-                    seen = revision;
-                    // Loading a limiter compiles and instantiates: off the runtime's
-                    // worker threads.
-                    let applier = applier.clone();
-                    let service = service.clone();
-                    let _ = tokio::task::spawn_blocking(move || {
-                        applier.version(&service, now.as_ref())
-                    })
-                    .await;
-                }
-            }
-        }));
-    }
-    Ok(LimitRules { tasks })
+    super::rules_watch::follow(
+        &rules,
+        services,
+        Arc::new(move |service: &str, version: Option<&RuleVersion>| {
+            applier.version(service, version)
+        }),
+    )
+    .await
 }
 
 impl Applier {
