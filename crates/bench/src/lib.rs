@@ -328,9 +328,13 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                 }
             }
             Plugin::Interceptor(p) => {
-                intercept::rows(p, builtin, &config, budget, &mut |f, param, wasm, native| {
-                    row(f, param, wasm, native)
-                });
+                intercept::rows(
+                    p,
+                    builtin,
+                    &config,
+                    budget,
+                    &mut |f, param, wasm, native| row(f, param, wasm, native),
+                );
             }
         }
     }
