@@ -12,7 +12,6 @@
 mod check;
 pub mod defaults;
 mod endpoints;
-mod weights;
 mod gateway;
 pub mod layers;
 pub mod locate;
@@ -27,6 +26,7 @@ mod serve;
 mod show;
 mod slots;
 pub mod suggest;
+mod weights;
 
 use std::collections::BTreeMap;
 use std::path::Path;
