@@ -14,6 +14,7 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ("json", "axle-plugin-json", "serializer"),
     ("msgpack", "axle-plugin-msgpack", "serializer"),
     ("smooth-weighted", "axle-plugin-smooth-weighted", "selector"),
+    ("zone-aware", "axle-plugin-zone-aware", "selector"),
     ("round-robin", "axle-plugin-round-robin", "selector"),
     ("random", "axle-plugin-random", "selector"),
     ("weighted-random", "axle-plugin-weighted-random", "selector"),

@@ -35,6 +35,7 @@ pub fn selector(name: &str, config: &Config) -> Option<Box<dyn NativeSelector>> 
     }
     match name {
         "smooth-weighted" => boxed::<axle_plugin_smooth_weighted::SmoothWeighted>(config),
+        "zone-aware" => boxed::<axle_plugin_zone_aware::ZoneAware>(config),
         "round-robin" => boxed::<axle_plugin_round_robin::RoundRobin>(config),
         "random" => boxed::<axle_plugin_random::Random>(config),
         "weighted-random" => boxed::<axle_plugin_weighted_random::WeightedRandom>(config),
@@ -212,6 +213,7 @@ pub fn host_natives() -> axle::plugin::native::Natives {
         .selector(
             "smooth-weighted",
             make::<axle_plugin_smooth_weighted::SmoothWeighted>(),
+        .selector("zone-aware", make::<axle_plugin_zone_aware::ZoneAware>())
         )
         .selector("round-robin", make::<axle_plugin_round_robin::RoundRobin>())
         .selector("random", make::<axle_plugin_random::Random>())
