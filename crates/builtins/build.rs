@@ -40,7 +40,11 @@ const BUILTINS: &[(&str, &str, &str)] = &[
         "concurrency-limiter",
     ),
     // Its own group too: `providers-changed` only where it is wanted.
-    ("cluster-rate", "axle-plugin-cluster-rate", "cluster-limiter"),
+    (
+        "cluster-rate",
+        "axle-plugin-cluster-rate",
+        "cluster-limiter",
+    ),
     ("allow-apps", "axle-plugin-allow-apps", "interceptor"),
     ("tag-map", "axle-plugin-tag-map", "interceptor"),
 ];

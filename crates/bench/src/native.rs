@@ -154,8 +154,7 @@ pub fn limiter(name: &str, config: &Config) -> Option<Box<dyn NativeLimiter>> {
 }
 
 /// The native twin of builtin interceptor `name`: its `intercept`, called directly.
-pub type NativeInterceptor =
-    Box<dyn FnMut(&axle_sdk::InterceptCall) -> axle_sdk::InterceptVerdict>;
+pub type NativeInterceptor = Box<dyn FnMut(&axle_sdk::InterceptCall) -> axle_sdk::InterceptVerdict>;
 
 /// The native twin of builtin interceptor `name`.
 pub fn interceptor(name: &str, config: &Config) -> Option<NativeInterceptor> {
@@ -213,8 +212,8 @@ pub fn host_natives() -> axle::plugin::native::Natives {
         .selector(
             "smooth-weighted",
             make::<axle_plugin_smooth_weighted::SmoothWeighted>(),
-        .selector("zone-aware", make::<axle_plugin_zone_aware::ZoneAware>())
         )
+        .selector("zone-aware", make::<axle_plugin_zone_aware::ZoneAware>())
         .selector("round-robin", make::<axle_plugin_round_robin::RoundRobin>())
         .selector("random", make::<axle_plugin_random::Random>())
         .selector(
