@@ -460,3 +460,41 @@ pub fn rt() -> tokio::runtime::Runtime {
 
 /// A throwaway certificate authority for the TLS tests (the bench's own).
 pub use axle_bench::pki::Pki as TestPki;
+
+/// The calls `client` has made to the endpoint at `addr` (0 when it has none there).
+pub fn calls_at(client: &axle::client::Client, addr: &str) -> u64 {
+    client
+        .endpoints()
+        .into_iter()
+        .find(|v| v.address == addr)
+        .map_or(0, |v| v.calls)
+}
+
+/// `n` raw calls to `flaky/even`, one after another, each of which must succeed; how many
+/// of them each of `servers` took, in order.
+pub fn calls_per_server(
+    runtime: &tokio::runtime::Runtime,
+    client: &axle::client::Client,
+    servers: &[ServeProcess],
+    n: u32,
+) -> Vec<u64> {
+    let before: Vec<u64> = servers.iter().map(|s| calls_at(client, &s.addr)).collect();
+    runtime.block_on(async {
+        for _ in 0..n {
+            client
+                .call_raw(
+                    "flaky",
+                    "even",
+                    bytes::Bytes::new(),
+                    &axle::client::CallOptions::default(),
+                )
+                .await
+                .unwrap();
+        }
+    });
+    servers
+        .iter()
+        .zip(before)
+        .map(|(s, b)| calls_at(client, &s.addr) - b)
+        .collect()
+}

@@ -7,19 +7,13 @@ use std::time::{Duration, Instant};
 use axle::client::{CallError, CallOptions, Client};
 use axle::manifest::EndpointSpec;
 use axle::wire::ErrorClass;
-use axle_host_tests::{governed_client, manifest_with_governance, rt, ServeProcess, TestHost};
+use axle_host_tests::{
+    calls_at, governed_client, manifest_with_governance, rt, ServeProcess, TestHost,
+};
 use bytes::Bytes;
 
 fn at(servers: &[&ServeProcess]) -> Vec<EndpointSpec> {
     servers.iter().map(|s| EndpointSpec::new(&s.addr)).collect()
-}
-
-fn calls_at(client: &Client, server: &ServeProcess) -> u64 {
-    client
-        .endpoints()
-        .into_iter()
-        .find(|v| v.address == server.addr)
-        .map_or(0, |v| v.calls)
 }
 
 async fn call(client: &Client, options: &CallOptions) -> Result<axle::client::Reply, CallError> {
@@ -80,7 +74,10 @@ fn a_non_idempotent_call_is_not_retried_once_it_may_have_run() {
         }
         failures
     });
-    let (on_failing, on_healthy) = (calls_at(&client, &failing), calls_at(&client, &healthy));
+    let (on_failing, on_healthy) = (
+        calls_at(&client, &failing.addr),
+        calls_at(&client, &healthy.addr),
+    );
     assert_eq!(
         failures, on_failing,
         "every attempt on the failing endpoint was final"
@@ -178,20 +175,24 @@ fn a_tripped_breaker_sends_nothing_until_half_open() {
                 Err(CallError::Remote { .. })
             ));
         }
-        let sent = calls_at(&client, &failing);
+        let sent = calls_at(&client, &failing.addr);
         assert_eq!(sent, 5);
         for _ in 0..50 {
             let err = call(&client, &CallOptions::default()).await.unwrap_err();
             assert_eq!(err.class(), "breaker_open", "{err}");
         }
-        assert_eq!(calls_at(&client, &failing), sent, "nothing sent while open");
+        assert_eq!(
+            calls_at(&client, &failing.addr),
+            sent,
+            "nothing sent while open"
+        );
         tokio::time::sleep(Duration::from_millis(1700)).await;
         // Half-open: one probe goes through (and fails, opening it again).
         assert!(matches!(
             call(&client, &CallOptions::default()).await,
             Err(CallError::Remote { .. })
         ));
-        assert_eq!(calls_at(&client, &failing), sent + 1);
+        assert_eq!(calls_at(&client, &failing.addr), sent + 1);
         assert_eq!(
             call(&client, &CallOptions::default())
                 .await
@@ -233,7 +234,7 @@ fn an_overloaded_providers_requests_complete_elsewhere() {
         "every call completed"
     );
     assert!(
-        calls_at(&client, &spare) > 10,
+        calls_at(&client, &spare.addr) > 10,
         "the spare took the overflow"
     );
 }
@@ -466,7 +467,7 @@ fn a_method_tier_can_choose_its_own_selector() {
                 .unwrap();
         }
     });
-    let even: Vec<u64> = servers.iter().map(|s| calls_at(&client, s)).collect();
+    let even: Vec<u64> = servers.iter().map(|s| calls_at(&client, &s.addr)).collect();
     assert_eq!(even, [100, 100, 100]);
     // The method tier's weighted-random follows them.
     runtime.block_on(async {
@@ -477,7 +478,7 @@ fn a_method_tier_can_choose_its_own_selector() {
                 .unwrap();
         }
     });
-    let heavy = calls_at(&client, &servers[2]) - 100;
+    let heavy = calls_at(&client, &servers[2].addr) - 100;
     assert!(
         heavy >= 280,
         "{heavy} of 300 went to the weight-998 endpoint"

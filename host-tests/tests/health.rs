@@ -11,20 +11,12 @@ use std::time::{Duration, Instant};
 use axle::client::{CallOptions, Client};
 use axle::health::{HealthChange, HealthEvent};
 use axle::manifest::EndpointSpec;
-use axle_host_tests::{governed_client, rt, ServeProcess, TestHost};
+use axle_host_tests::{calls_at, governed_client, rt, ServeProcess, TestHost};
 use bytes::Bytes;
 use tokio::sync::broadcast::Receiver;
 
 fn at(servers: &[&ServeProcess]) -> Vec<EndpointSpec> {
     servers.iter().map(|s| EndpointSpec::new(&s.addr)).collect()
-}
-
-fn calls_at(client: &Client, addr: &str) -> u64 {
-    client
-        .endpoints()
-        .into_iter()
-        .find(|v| v.address == addr)
-        .map_or(0, |v| v.calls)
 }
 
 fn in_rotation(client: &Client, addr: &str) -> bool {

@@ -3,11 +3,12 @@
 //! default selector following effective weights end to end (a real client, real providers).
 //! Assertions are on counts and ratios.
 
-use axle::client::{CallOptions, Client};
+use axle::client::Client;
 use axle::manifest::EndpointSpec;
 use axle::plugin::LoadedPlugin;
-use axle_host_tests::{assert_round_robin, manifest, rt, selector, table, ServeProcess, TestHost};
-use bytes::Bytes;
+use axle_host_tests::{
+    assert_round_robin, calls_per_server, manifest, rt, selector, table, ServeProcess, TestHost,
+};
 
 fn load(t: &TestHost, builtin: &str, config: &str) -> LoadedPlugin {
     let extra = if config.is_empty() {
@@ -128,14 +129,6 @@ fn shortest_response_prefers_the_shortest_expected_wait() {
     assert_eq!(counts(&p, &[100; 3], 1_000), [1_000, 0, 0]);
 }
 
-fn calls_at(client: &Client, server: &ServeProcess) -> u64 {
-    client
-        .endpoints()
-        .into_iter()
-        .find(|v| v.address == server.addr)
-        .map_or(0, |v| v.calls)
-}
-
 #[test]
 fn the_default_selector_follows_configured_weights_and_warm_up() {
     let servers: Vec<ServeProcess> = (0..3).map(|_| ServeProcess::start(&[])).collect();
@@ -156,23 +149,7 @@ fn the_default_selector_follows_configured_weights_and_warm_up() {
     )
     .unwrap();
     let runtime = rt();
-    let calls = |n: u32| {
-        let before: Vec<u64> = servers.iter().map(|s| calls_at(&client, s)).collect();
-        runtime.block_on(async {
-            for _ in 0..n {
-                client
-                    .call_raw("flaky", "even", Bytes::new(), &CallOptions::default())
-                    .await
-                    .unwrap();
-            }
-        });
-        let after: Vec<u64> = servers.iter().map(|s| calls_at(&client, s)).collect();
-        after
-            .iter()
-            .zip(before)
-            .map(|(a, b)| a - b)
-            .collect::<Vec<u64>>()
-    };
+    let calls = |n: u32| calls_per_server(&runtime, &client, &servers, n);
     // 100/100/600: the default selector gives 12.5/12.5/75 %, exactly per period of 8.
     assert_eq!(calls(800), [100, 100, 600]);
     // The heavy provider (re)starts warming up at a sixth of its weight: effective 100,

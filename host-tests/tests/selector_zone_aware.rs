@@ -3,18 +3,9 @@
 //! shortfall to the other zone when its endpoints' effective weights drop. Assertions are on
 //! counts, with a binomial tolerance.
 
-use axle::client::{CallOptions, Client};
+use axle::client::Client;
 use axle::manifest::EndpointSpec;
-use axle_host_tests::{rt, ServeProcess, TestHost};
-use bytes::Bytes;
-
-fn calls_at(client: &Client, server: &ServeProcess) -> u64 {
-    client
-        .endpoints()
-        .into_iter()
-        .find(|v| v.address == server.addr)
-        .map_or(0, |v| v.calls)
-}
+use axle_host_tests::{calls_per_server, rt, ServeProcess, TestHost};
 
 #[test]
 fn the_own_zone_keeps_calls_until_its_health_drops_then_spills_the_shortfall() {
@@ -35,23 +26,7 @@ fn the_own_zone_keeps_calls_until_its_health_drops_then_spills_the_shortfall() {
     )
     .unwrap();
     let runtime = rt();
-    let calls = |n: u32| {
-        let before: Vec<u64> = servers.iter().map(|s| calls_at(&client, s)).collect();
-        runtime.block_on(async {
-            for _ in 0..n {
-                client
-                    .call_raw("flaky", "even", Bytes::new(), &CallOptions::default())
-                    .await
-                    .unwrap();
-            }
-        });
-        let after: Vec<u64> = servers.iter().map(|s| calls_at(&client, s)).collect();
-        after
-            .iter()
-            .zip(before)
-            .map(|(a, b)| a - b)
-            .collect::<Vec<u64>>()
-    };
+    let calls = |n: u32| calls_per_server(&runtime, &client, &servers, n);
     // Healthy: every call stays in the zone, smoothly split between its two endpoints.
     assert_eq!(calls(400), [200, 200, 0, 0]);
     // Both local endpoints at half weight: health 0.5 < min-healthy 0.7, so 1 − 0.5/0.7 ≈
