@@ -8,9 +8,9 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use axle_host_tests::etcd::{axle_rules, put_rule, wait_until, Etcd, Provider};
+use axle_host_tests::etcd::{axle_rules, put_rule, put_rule_raw, wait_until, Etcd, Provider};
 use axle_host_tests::http::{post, AxleProcess};
-use axle_host_tests::{admin_stats, axle_bin, rt};
+use axle_host_tests::{admin_stats, axle_bin};
 
 /// How long a rule may take to show in calls (the promise is about a second).
 const RULE_WAIT: Duration = Duration::from_secs(10);
@@ -104,16 +104,7 @@ fn rules_change_calls_at_run_time_bad_ones_are_refused_and_rollback_restores() {
 
     // Written around the command: the gateway refuses it, keeps the last good rule and
     // says so in its stats.
-    let bad = rt().block_on(async {
-        let mut c = etcd_client::Client::connect([etcd.client_url()], None)
-            .await
-            .expect("raw etcd client");
-        let put = c
-            .put("/axle/default/rules/flaky", BAD, None)
-            .await
-            .expect("put the bad rule");
-        put.header().expect("a response header").revision()
-    });
+    let bad = put_rule_raw(&etcd, "flaky", BAD);
     wait_until(RULE_WAIT, || {
         rule_status(&admin)["refused"]["revision"] == bad
     })

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use axle::client::{CallOptions, Client};
 use axle::manifest::EndpointSpec;
 use axle::plugin::PluginHost;
-use axle_host_tests::etcd::{axle_rules, Etcd, Provider};
+use axle_host_tests::etcd::{axle_rules, put_rule_raw, Etcd, Provider};
 use axle_host_tests::{admin_stats, client_for, rt};
 
 /// How long a rule may take to show (the promise is about a second).
@@ -106,14 +106,7 @@ fn a_pushed_limit_is_followed_a_bad_one_refused_and_the_last_good_kept() {
 
     // A value only the limiter can judge, written around the command: the provider's
     // limiter refuses it at load, and the limits in force stay.
-    rt.block_on(async {
-        let mut c = etcd_client::Client::connect([etcd.client_url()], None)
-            .await
-            .expect("raw etcd client");
-        c.put("/axle/default/rules/echo", "[limits]\nrate = 0\n", None)
-            .await
-            .expect("put the bad rule");
-    });
+    put_rule_raw(&etcd, "echo", "[limits]\nrate = 0\n");
     let line = rule_line(&provider);
     assert!(line.contains("refused revision"), "{line}");
     assert!(line.contains("rate"), "the limiter's reason: {line}");

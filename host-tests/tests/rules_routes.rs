@@ -7,9 +7,9 @@
 use std::process::Output;
 use std::time::Duration;
 
-use axle_host_tests::etcd::{axle_rules, put_rule, wait_until, Etcd, Provider};
+use axle_host_tests::admin_stats;
+use axle_host_tests::etcd::{axle_rules, put_rule, put_rule_raw, wait_until, Etcd, Provider};
 use axle_host_tests::http::{post, AxleProcess};
-use axle_host_tests::{admin_stats, rt};
 
 /// How long a rule may take to show in calls (the promise is about a second).
 const RULE_WAIT: Duration = Duration::from_secs(10);
@@ -128,16 +128,7 @@ fn pushed_routes_and_weights_move_traffic_and_bad_routes_are_refused() {
     assert!(stderr.contains("rule 1 (`app billing"), "{stderr}");
 
     // Written around the command: the gateway refuses it and keeps the weights.
-    let bad_revision = rt().block_on(async {
-        let mut c = etcd_client::Client::connect([etcd.client_url()], None)
-            .await
-            .expect("raw etcd client");
-        let put = c
-            .put("/axle/default/rules/echo", bad, None)
-            .await
-            .expect("put the bad rule");
-        put.header().expect("a response header").revision()
-    });
+    let bad_revision = put_rule_raw(&etcd, "echo", bad);
     wait_until(RULE_WAIT, || {
         echo_stats(&admin).1["refused"]["revision"] == bad_revision
     })
