@@ -23,6 +23,7 @@ pub mod rules_route;
 pub mod schema;
 mod security;
 mod serve;
+pub mod shadow;
 mod show;
 mod slots;
 pub mod suggest;
@@ -261,7 +262,7 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
             endpoints.insert(name, list);
         }
     }
-    Ok(Manifest {
+    let manifest = Manifest {
         file: String::new(),
         serve: ServeSpec {
             limits: serve::limits(&raw.serve)?,
@@ -281,7 +282,9 @@ fn validate(raw: RawManifest, base: &Path) -> Result<Manifest, KeyError> {
         trust,
         gateway,
         sidecar,
-    })
+    };
+    shadow::check_apart(&manifest)?;
+    Ok(manifest)
 }
 
 impl Manifest {
@@ -409,6 +412,10 @@ impl Manifest {
                     .server_interceptors
                     .clone()
                     .or(default.server_interceptors),
+                shadow_selector: s.shadow_selector.clone().or(default.shadow_selector),
+                shadow_routers: s.shadow_routers.clone().or(default.shadow_routers),
+                shadow_limiter: default.shadow_limiter,
+                shadow_sample: s.shadow_sample.or(default.shadow_sample),
             },
         }
     }

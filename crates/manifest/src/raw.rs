@@ -42,6 +42,10 @@ pub(crate) struct RawSlots {
     pub(crate) limiter: Option<String>,
     pub(crate) client_interceptors: Option<Vec<String>>,
     pub(crate) server_interceptors: Option<Vec<String>>,
+    pub(crate) shadow_selector: Option<String>,
+    pub(crate) shadow_routers: Option<Vec<String>>,
+    pub(crate) shadow_limiter: Option<String>,
+    pub(crate) shadow_sample: Option<f64>,
 }
 
 #[derive(Deserialize, Default)]

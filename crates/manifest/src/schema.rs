@@ -183,6 +183,26 @@ fn slots() -> Ty {
             array(Str),
             "interceptor plugins on the provider (used by `axle serve`), in chain order",
         ),
+        f(
+            "shadow-selector",
+            Str,
+            "a selector deciding beside the live one on sampled calls, its answer never used (docs/shadow.md)",
+        ),
+        f(
+            "shadow-routers",
+            array(Str),
+            "a router chain run beside the live one on sampled calls, its answer never used",
+        ),
+        f(
+            "shadow-limiter",
+            Str,
+            "a limiter asked beside the live one on sampled requests ([slots] only; `axle serve`)",
+        ),
+        f(
+            "shadow-sample",
+            Num,
+            "the share of calls the shadows decide on, 0 to 1 (default 0.01)",
+        ),
     ])
 }
 

@@ -9,7 +9,7 @@ use crate::raw::RawSlots;
 use crate::KeyError;
 
 /// Which plugin fills each slot.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Slots {
     pub serializer: Option<String>,
     pub selector: Option<String>,
@@ -20,6 +20,17 @@ pub struct Slots {
     pub client_interceptors: Option<Vec<String>>,
     /// Interceptors on the provider, in chain order.
     pub server_interceptors: Option<Vec<String>>,
+    /// A selector that decides beside the live one on sampled calls, its answer never
+    /// used (`docs/shadow.md`).
+    pub shadow_selector: Option<String>,
+    /// A router chain run beside the live one on sampled calls, its answer never used.
+    pub shadow_routers: Option<Vec<String>>,
+    /// A limiter asked beside the live one on sampled requests (`[slots]` only: a
+    /// provider has one limiter), its answer never used.
+    pub shadow_limiter: Option<String>,
+    /// The share of calls the shadows decide on, 0..=1 (default
+    /// [`crate::shadow::DEFAULT_SAMPLE`]).
+    pub shadow_sample: Option<f64>,
 }
 
 /// `name` must be a plugin of `kind`.
@@ -58,6 +69,8 @@ pub(crate) fn check(
         &mut s.selector,
         &mut s.health_scorer,
         &mut s.limiter,
+        &mut s.shadow_selector,
+        &mut s.shadow_limiter,
     ] {
         if slot.as_deref() == Some("") {
             *slot = None;
@@ -89,6 +102,35 @@ pub(crate) fn check(
             }
         }
     }
+    if let Some(n) = &s.shadow_selector {
+        check_kind(plugins, key("shadow-selector"), n, PluginKind::Selector)?;
+    }
+    for (i, n) in s.shadow_routers.iter().flatten().enumerate() {
+        check_kind(plugins, key("shadow-routers"), n, PluginKind::Router)?;
+        if s.shadow_routers
+            .iter()
+            .flatten()
+            .take(i)
+            .any(|seen| seen == n)
+        {
+            return Err((
+                key("shadow-routers"),
+                format!("`{n}` is named twice in the chain"),
+            ));
+        }
+    }
+    if let Some(n) = &s.shadow_limiter {
+        check_kind(plugins, key("shadow-limiter"), n, PluginKind::Limiter)?;
+        if prefix != "slots." {
+            return Err((
+                key("shadow-limiter"),
+                "a provider has one limiter: set shadow-limiter in [slots]".to_string(),
+            ));
+        }
+    }
+    if let Some(rate) = s.shadow_sample {
+        crate::shadow::check_sample(rate).map_err(|reason| (key("shadow-sample"), reason))?;
+    }
     Ok(Slots {
         serializer: s.serializer,
         selector: s.selector,
@@ -97,6 +139,10 @@ pub(crate) fn check(
         limiter: s.limiter,
         client_interceptors: s.client_interceptors,
         server_interceptors: s.server_interceptors,
+        shadow_selector: s.shadow_selector,
+        shadow_routers: s.shadow_routers,
+        shadow_limiter: s.shadow_limiter,
+        shadow_sample: s.shadow_sample,
     })
 }
 
