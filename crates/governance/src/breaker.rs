@@ -21,7 +21,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use axle_core::now_ns;
 
 use super::Governance;
 
@@ -89,7 +91,8 @@ pub enum Verdict {
 enum Mode {
     Closed,
     Open {
-        until: Instant,
+        /// Kernel-clock nanoseconds (`axle_core::now_ns`, virtual under `axle sim`).
+        until: u64,
     },
     HalfOpen {
         round: u32,
@@ -100,7 +103,8 @@ enum Mode {
 
 struct State {
     mode: Mode,
-    window_start: Instant,
+    /// Kernel-clock nanoseconds.
+    window_start: u64,
     failures: u32,
     slow: u32,
     /// Half-open rounds so far (names the round a probe belongs to).
@@ -134,7 +138,7 @@ impl Breaker {
             total: AtomicU32::new(0),
             state: Mutex::new(State {
                 mode: Mode::Closed,
-                window_start: Instant::now(),
+                window_start: now_ns(),
                 failures: 0,
                 slow: 0,
                 rounds: 0,
@@ -152,7 +156,7 @@ impl Breaker {
     pub fn state(&self) -> BreakerState {
         match self.lock().mode {
             Mode::Closed => BreakerState::Closed,
-            Mode::Open { until } if Instant::now() < until => BreakerState::Open,
+            Mode::Open { until } if now_ns() < until => BreakerState::Open,
             Mode::Open { .. } | Mode::HalfOpen { .. } => BreakerState::HalfOpen,
         }
     }
@@ -162,7 +166,7 @@ impl Breaker {
     pub fn reset(&self) {
         let mut s = self.lock();
         s.mode = Mode::Closed;
-        s.window_start = Instant::now();
+        s.window_start = now_ns();
         s.failures = 0;
         s.slow = 0;
         self.consecutive.store(0, Relaxed);
@@ -183,7 +187,7 @@ impl Breaker {
         let mut s = self.lock();
         match s.mode {
             Mode::Closed => Permit::Allowed,
-            Mode::Open { until } if Instant::now() < until => Permit::Rejected,
+            Mode::Open { until } if now_ns() < until => Permit::Rejected,
             Mode::Open { .. } => {
                 tracing::info!(breaker = %self.name, "circuit half-open: letting probes through");
                 s.rounds = s.rounds.wrapping_add(1);
@@ -261,7 +265,7 @@ impl Breaker {
                 Verdict::Success { slow: true } | Verdict::Failure => {}
             }
         }
-        let now = Instant::now();
+        let now = now_ns();
         let mut s = self.lock();
         if let Permit::Probe { round: of } = permit {
             if let Mode::HalfOpen {
@@ -297,7 +301,7 @@ impl Breaker {
             return; // a call let through before the breaker opened
         }
         // Windows roll over when a failure or a slow call looks at them.
-        if now.duration_since(s.window_start) > self.config.window {
+        if now.saturating_sub(s.window_start) > self.config.window.as_nanos() as u64 {
             s.window_start = now;
             s.failures = 0;
             s.slow = 0;
@@ -345,12 +349,12 @@ impl Breaker {
         self.config.slow_call.is_some_and(|t| latency >= t)
     }
 
-    fn open(&self, s: &mut State, now: Instant, reason: &str) {
+    fn open(&self, s: &mut State, now: u64, reason: &str) {
         tracing::warn!(breaker = %self.name, "circuit open for {:?}: {reason}", self.config.break_for);
         self.opened.fetch_add(1, Relaxed);
         self.closed.store(false, Relaxed);
         s.mode = Mode::Open {
-            until: now + self.config.break_for,
+            until: now.saturating_add(self.config.break_for.as_nanos() as u64),
         };
     }
 }

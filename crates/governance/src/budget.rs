@@ -8,14 +8,16 @@
 
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::sync::Mutex;
-use std::time::Instant;
+
+use axle_core::now_ns;
 
 /// Thousandths of a retry per unit.
 const MILLI: f64 = 1000.0;
 
 struct Floor {
     tokens: f64,
-    last: Instant,
+    /// Kernel-clock nanoseconds (`axle_core::now_ns`, virtual under `axle sim`).
+    last: u64,
 }
 
 /// One budget.
@@ -39,7 +41,7 @@ impl RetryBudget {
             min_per_s,
             floor: Mutex::new(Floor {
                 tokens: min_per_s,
-                last: Instant::now(),
+                last: now_ns(),
             }),
         }
     }
@@ -62,8 +64,8 @@ impl RetryBudget {
             return true;
         }
         let mut f = self.floor.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let elapsed = now.duration_since(f.last).as_secs_f64();
+        let now = now_ns();
+        let elapsed = now.saturating_sub(f.last) as f64 / 1e9;
         f.last = now;
         f.tokens = (f.tokens + elapsed * self.min_per_s).min(self.min_per_s);
         if f.tokens >= 1.0 {

@@ -6,24 +6,23 @@
 //! passed is refused (`io.rs`), so a plugin's `sleep` costs it a counted fault instead of
 //! stalling a runtime thread.
 
-use std::time::{Duration, Instant};
-
 use wasmtime::component::{HasData, Linker, Resource};
 use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
 use wasmtime_wasi::p2::{subscribe, DynPollable, Pollable};
 
 use crate::host_state::HostState;
 
-/// A plugin's timer: ready once `at` has passed (`None`: never).
+/// A plugin's timer: ready once the kernel clock (virtual under `axle sim`) reaches
+/// `at` nanoseconds (`None`: never).
 struct Timer {
-    at: Option<Instant>,
+    at: Option<u64>,
 }
 
 #[async_trait::async_trait]
 impl Pollable for Timer {
     async fn ready(&mut self) {
         match self.at {
-            Some(at) if Instant::now() >= at => {}
+            Some(at) if axle_core::now_ns() >= at => {}
             _ => std::future::pending().await,
         }
     }
@@ -41,7 +40,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
 }
 
 fn timer_in(state: &mut HostState, ns: u64) -> wasmtime::Result<Resource<DynPollable>> {
-    let at = Instant::now().checked_add(Duration::from_nanos(ns));
+    let at = axle_core::now_ns().checked_add(ns);
     let timer = state.table.push(Timer { at })?;
     subscribe(&mut state.table, timer)
 }
