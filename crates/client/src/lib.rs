@@ -21,6 +21,14 @@ mod weights;
 mod tests;
 
 pub use error::CallError;
+
+/// The request path's pure decisions, for whoever replays it off the network
+/// (`axle sim`): how an attempt's result counts (facts, breakers) and what may follow a
+/// failed one (failover, retry, budget). The same functions the pipeline calls.
+pub mod decide {
+    pub use crate::stages::feedback::{classify, verdict};
+    pub use crate::stages::retry::{backoff, costs_budget, next, Next, Rerun};
+}
 pub use options::CallOptions;
 pub use stages::count::CallCounts;
 pub use state::ClientConfig;

@@ -528,7 +528,7 @@ impl ClientState {
                 new.id != old.id
                     || new.address != old.address
                     || new.tags != old.tags
-                    || weight_moved(old.weight, new.weight)
+                    || rotation::weight_moved(old.weight, new.weight)
             });
         if table_changed {
             published.version += 1;
@@ -575,16 +575,4 @@ impl ClientState {
     pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<HealthEvent> {
         self.events.subscribe()
     }
-}
-
-/// Whether a weight changed enough to publish a new table (by more than a tenth, or to or
-/// from zero): small drifts of a health factor do not churn every plugin's sets.
-fn weight_moved(old: u32, new: u32) -> bool {
-    if old == new {
-        return false;
-    }
-    if old == 0 || new == 0 {
-        return true;
-    }
-    u64::from(old.abs_diff(new)) * 10 > u64::from(old.max(new))
 }

@@ -12,7 +12,6 @@ pub mod redial;
 pub mod rotation;
 
 use std::sync::Mutex;
-use std::time::Instant;
 
 pub use axle_plugin_host::kinds::health_scorer::HealthState;
 
@@ -48,8 +47,9 @@ pub struct Status {
     pub weight_permille: u32,
     /// Cannot be reached.
     pub unreachable: bool,
-    /// Removed at this time (waiting for the re-admission sleep, then a probe).
-    pub removed_at: Option<Instant>,
+    /// Removed at this kernel-clock time (`axle_core::now_ns`, virtual under `axle sim`),
+    /// waiting for the re-admission sleep, then a probe.
+    pub removed_at: Option<u64>,
     /// Unhealthy verdicts in a row.
     pub unhealthy_verdicts: u32,
     /// Heartbeats lost in a row.

@@ -17,9 +17,11 @@
 //! Both hold the state weakly between rounds: dropping the client ends them.
 
 use std::sync::{Arc, Weak};
-use std::time::Instant;
 
-use super::{HealthChange, HealthState, Settings, Status};
+use axle_core::now_ns;
+use axle_facts::EndpointCell;
+
+use super::{EndpointHealth, HealthChange, HealthState, Settings, Status};
 use crate::state::{ClientState, Endpoint};
 use axle_plugin_host::kinds::health_scorer::{Verdict, WindowStats};
 
@@ -124,8 +126,8 @@ async fn check(
     settings: Settings,
 ) -> Option<HealthChange> {
     let status = ep.health.status();
-    if let Some(at) = status.removed_at {
-        if at.elapsed() >= settings.readmit_sleep {
+    if status.removed_at.is_some() {
+        if probe_due(&status, settings, now_ns()) {
             return probe(ep, settings).await;
         }
         return None;
@@ -136,19 +138,7 @@ async fn check(
     }
     if let Some(conn) = ep.link.current() {
         let answer = conn.heartbeat(settings.heartbeat_timeout).await;
-        let lost = ep.health.update(|s| {
-            if answer.is_ok() {
-                s.heartbeat_failures = 0;
-                return false;
-            }
-            s.heartbeat_failures += 1;
-            if s.heartbeat_failures >= settings.heartbeat_failures_dead {
-                s.unreachable = true;
-                return true;
-            }
-            false
-        });
-        if lost {
+        if heartbeat(&ep.health, answer.is_ok(), settings) {
             conn.close();
             super::redial::start(reg, ep);
             return Some(HealthChange::Unreachable);
@@ -165,12 +155,41 @@ async fn probe(ep: &Endpoint, settings: Settings) -> Option<HealthChange> {
         return Some(HealthChange::Readmitted);
     }
     tracing::debug!(endpoint = ep.id, "probe failed");
-    ep.health.update(|s| {
+    probe_failed(&ep.health);
+    None
+}
+
+/// Whether a removed endpoint's re-admission sleep is over at `now` (kernel-clock ns).
+pub fn probe_due(status: &Status, settings: Settings, now: u64) -> bool {
+    status
+        .removed_at
+        .is_some_and(|at| now.saturating_sub(at) >= settings.readmit_sleep.as_nanos() as u64)
+}
+
+/// A removed endpoint's probe failed: it sleeps again from now.
+pub fn probe_failed(health: &EndpointHealth) {
+    health.update(|s| {
         if s.removed_at.is_some() {
-            s.removed_at = Some(Instant::now());
+            s.removed_at = Some(now_ns());
         }
     });
-    None
+}
+
+/// Records a heartbeat's answer; returns true when this loss made the endpoint
+/// unreachable (`heartbeat-failures-dead` lost in a row): its connection must go.
+pub fn heartbeat(health: &EndpointHealth, answered: bool, settings: Settings) -> bool {
+    health.update(|s| {
+        if answered {
+            s.heartbeat_failures = 0;
+            return false;
+        }
+        s.heartbeat_failures += 1;
+        if s.heartbeat_failures >= settings.heartbeat_failures_dead {
+            s.unreachable = true;
+            return true;
+        }
+        false
+    })
 }
 
 async fn scoring(state: Weak<ClientState>, changed: Arc<tokio::sync::Notify>, settings: Settings) {
@@ -189,7 +208,7 @@ async fn scoring(state: Weak<ClientState>, changed: Arc<tokio::sync::Notify>, se
         let changes = match &scorer {
             Some(scorer) => endpoints
                 .iter()
-                .map(|ep| judge(scorer, ep, settings))
+                .map(|ep| judge(scorer, ep.id, &ep.cell, &ep.health, settings))
                 .collect(),
             None => Vec::new(),
         };
@@ -205,25 +224,29 @@ async fn scoring(state: Weak<ClientState>, changed: Arc<tokio::sync::Notify>, se
 }
 
 /// Asks the scorer about one reachable, not removed endpoint and applies its verdict.
-fn judge(
+/// Takes the endpoint's parts rather than the endpoint, so `axle sim` judges its
+/// simulated endpoints with this very function.
+pub fn judge(
     scorer: &axle_plugin_host::kinds::health_scorer::HealthScorerPlugin,
-    ep: &Endpoint,
+    id: u32,
+    cell: &EndpointCell,
+    health: &EndpointHealth,
     settings: Settings,
 ) -> Option<HealthChange> {
-    let status = ep.health.status();
+    let status = health.status();
     if status.unreachable || status.removed_at.is_some() {
         return None;
     }
-    let w = ep.cell.window();
-    let facts = ep.cell.snapshot();
+    let w = cell.window();
+    let facts = cell.snapshot();
     let stats = WindowStats {
-        endpoint: ep.id,
+        endpoint: id,
         window_ms: axle_facts::WINDOW_MS,
         total: w.total,
         timeouts: w.timeouts,
         failures: w.failures,
         rejected: w.rejected,
-        consecutive_failures: ep.cell.consecutive_failures(),
+        consecutive_failures: cell.consecutive_failures(),
         heartbeat_failures: status.heartbeat_failures,
         ewma_latency_ns: facts.ewma_latency_ns,
         previous: status.state,
@@ -233,12 +256,12 @@ fn judge(
         weight_permille: status.weight_permille,
     };
     let verdict = scorer.score(&stats, previous).verdict;
-    ep.cell.set_health_permille(verdict.weight_permille);
-    ep.health.update(|s| apply(s, verdict, settings))
+    cell.set_health_permille(verdict.weight_permille);
+    health.update(|s| apply(s, verdict, settings))
 }
 
 /// Applies a verdict to a record; returns the change worth an event.
-fn apply(s: &mut Status, v: Verdict, settings: Settings) -> Option<HealthChange> {
+pub fn apply(s: &mut Status, v: Verdict, settings: Settings) -> Option<HealthChange> {
     let before = s.state;
     s.state = v.state;
     s.weight_permille = v.weight_permille;
@@ -250,14 +273,14 @@ fn apply(s: &mut Status, v: Verdict, settings: Settings) -> Option<HealthChange>
         HealthState::Subhealthy => {
             s.unhealthy_verdicts += 1;
             if s.unhealthy_verdicts >= settings.unhealthy_times {
-                s.removed_at = Some(Instant::now());
+                s.removed_at = Some(now_ns());
                 Some(HealthChange::Removed)
             } else {
                 (before == HealthState::Healthy).then_some(HealthChange::Disabled)
             }
         }
         HealthState::Dead => {
-            s.removed_at = Some(Instant::now());
+            s.removed_at = Some(now_ns());
             Some(HealthChange::Removed)
         }
     }

@@ -14,8 +14,10 @@
 use std::sync::atomic::Ordering::{AcqRel, Release};
 use std::sync::{Arc, Weak};
 
-use super::{HealthChange, Status};
+use super::{EndpointHealth, HealthChange, Status};
 use crate::state::{ClientState, Endpoint};
+use axle_facts::EndpointCell;
+use axle_governance::breaker::Breaker;
 use axle_transport::defaults::{RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN};
 use axle_transport::endpoint::jittered;
 
@@ -94,12 +96,21 @@ pub async fn answers(ep: &Endpoint, timeout: std::time::Duration) -> bool {
 /// for being unreachable (the change to announce); one the scorer removed stays out until
 /// its re-admission sleep is over.
 fn back(ep: &Endpoint) -> Option<HealthChange> {
-    let status = ep.health.status();
+    answered_again(&ep.cell, &ep.breaker, &ep.health)
+}
+
+/// [`back`] on an endpoint's parts (`axle sim` calls it on its simulated endpoints).
+pub fn answered_again(
+    cell: &EndpointCell,
+    breaker: &Breaker,
+    health: &EndpointHealth,
+) -> Option<HealthChange> {
+    let status = health.status();
     if status.unreachable && status.removed_at.is_none() {
-        readmit(ep);
+        readmit_parts(cell, breaker, health);
         return Some(HealthChange::Readmitted);
     }
-    ep.health.update(|s| {
+    health.update(|s| {
         s.unreachable = false;
         s.heartbeat_failures = 0;
     });
@@ -108,16 +119,20 @@ fn back(ep: &Endpoint) -> Option<HealthChange> {
 
 /// Re-admits `ep` with a clean window, health factor, breaker and record.
 pub fn readmit(ep: &Endpoint) {
-    ep.cell.fresh_start();
-    ep.cell.set_health_permille(1000);
-    ep.breaker.reset();
-    ep.health.update(|s| *s = Status::default());
+    readmit_parts(&ep.cell, &ep.breaker, &ep.health);
+}
+
+/// [`readmit`] on an endpoint's parts.
+pub fn readmit_parts(cell: &EndpointCell, breaker: &Breaker, health: &EndpointHealth) {
+    cell.fresh_start();
+    cell.set_health_permille(1000);
+    breaker.reset();
+    health.update(|s| *s = Status::default());
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
 
     fn endpoint() -> Endpoint {
         let facts = axle_facts::FactsTable::new();
@@ -154,7 +169,7 @@ mod tests {
     #[test]
     fn a_scorer_removed_endpoint_keeps_its_readmission_sleep() {
         let ep = endpoint();
-        let removed = Instant::now();
+        let removed = axle_core::now_ns();
         ep.health.update(|s| {
             s.unreachable = true;
             s.removed_at = Some(removed);

@@ -43,6 +43,18 @@ fn rank(s: &Standing) -> u8 {
     }
 }
 
+/// Whether a weight changed enough to publish a new table (by more than a tenth, or to or
+/// from zero): small drifts of a health factor do not churn every plugin's sets.
+pub fn weight_moved(old: u32, new: u32) -> bool {
+    if old == new {
+        return false;
+    }
+    if old == 0 || new == 0 {
+        return true;
+    }
+    u64::from(old.abs_diff(new)) * 10 > u64::from(old.max(new))
+}
+
 /// The ids selection may use, in the order given.
 pub fn admit(endpoints: &[Standing], cap: Cap) -> Vec<u32> {
     let reachable: Vec<&Standing> = endpoints.iter().filter(|s| !s.unreachable).collect();
@@ -131,6 +143,15 @@ mod tests {
         // One of three out is within the cap.
         let eps = [s(1, Healthy), s(2, Healthy), s(3, Subhealthy)];
         assert_eq!(admit(&eps, HALF), vec![1, 2]);
+    }
+
+    #[test]
+    fn only_a_tenth_or_a_zero_moves_a_weight() {
+        assert!(!weight_moved(100, 100));
+        assert!(!weight_moved(100, 91));
+        assert!(weight_moved(100, 89));
+        assert!(weight_moved(0, 1));
+        assert!(weight_moved(5, 0));
     }
 
     #[test]
