@@ -79,6 +79,11 @@ pub const LAYERS: &[(&str, u32, &str)] = &[
         9,
         "the HTTP face: `axle gateway` and `axle sidecar`",
     ),
+    (
+        "axle-sim",
+        9,
+        "the strategy lab (`axle sim`): simulated providers, the kernel's own decisions",
+    ),
     ("axle-bench", 10, "benchmarks (`axle bench`)"),
     ("axle-cli", 11, "the `axle` binary"),
 ];

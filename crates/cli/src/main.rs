@@ -42,6 +42,9 @@ enum Command {
     /// ([sidecar.provides]) by forwarding to it over HTTP, and lets it call others
     /// through a loopback HTTP listener.
     Sidecar(commands::sidecar::Args),
+    /// The strategy lab: simulate providers, faults and traffic, with the manifest's
+    /// plugins and the kernel's health, breaker, retry and budget deciding on virtual time.
+    Sim(commands::sim::Args),
     /// Per service and endpoint (client) and per method (server): state, calls, errors,
     /// latency, in-flight — from a running kernel (--admin) or probed from a manifest.
     Stats(commands::stats::Args),
@@ -231,6 +234,7 @@ fn main() -> ExitCode {
         Command::Sidecar(args) => {
             runtime().and_then(|rt| rt.block_on(commands::sidecar::run(args)))
         }
+        Command::Sim(args) => commands::sim::run(args),
         Command::Stats(args) => runtime().and_then(|rt| rt.block_on(commands::stats::run(args))),
         Command::Swap(args) => runtime().and_then(|rt| rt.block_on(commands::swap::run(args))),
         Command::Consumers(args) => {

@@ -19,6 +19,7 @@ pub mod rules_watch;
 pub mod serve;
 pub mod serve_rules;
 pub mod sidecar;
+pub mod sim;
 pub mod stats;
 pub mod swap;
 pub mod templates;

@@ -1,0 +1,592 @@
+//! The event loop: a binary heap of timed events on one thread, the kernel clock set to
+//! each event's virtual time before it is handled, so everything the kernel and the
+//! plugins read (`now_ns`, facts windows, breakers, budgets, health records,
+//! `host.now-ns`) is simulated time. A call goes through `caller.rs` the way the client's
+//! pipeline goes: method breaker and budget deposit, route, select, send, feedback, and
+//! retry or failover within the deadline.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use axle_client::decide::Next;
+use axle_client::{CallError, Reply};
+use axle_core::clock::VirtualClock;
+use axle_governance::breaker::Permit;
+use axle_transport::TransportError;
+use axle_wire::ErrorClass;
+
+use crate::arrivals::{ArrivalProcess, Mix};
+use crate::caller::{Candidates, Kernel};
+use crate::faults::Action;
+use crate::provider::{Arrive, Provider};
+use crate::report::Recorder;
+use crate::rng::Rng;
+use crate::scenario::Scenario;
+
+/// What happens at an instant. Ties at one instant run in the order they were scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrival,
+    /// A provider finished attempt `att` (if it still has epoch `epoch`), with an
+    /// `internal` error or not.
+    Done {
+        att: u32,
+        epoch: u32,
+        error: bool,
+    },
+    /// Call `call` (serial `serial`) reaches its deadline.
+    Deadline {
+        call: u32,
+        serial: u32,
+    },
+    /// Call `call` goes on after its retry backoff.
+    Resume {
+        call: u32,
+        serial: u32,
+    },
+    Score,
+    Heartbeat,
+    /// Fault timeline entry `i`.
+    Fault(u32),
+    /// Discovery's list update for provider `p`: listed or not.
+    Listing {
+        p: u32,
+        listed: bool,
+    },
+}
+
+struct Call {
+    serial: u32,
+    kind: usize,
+    hash_key: u64,
+    start: u64,
+    deadline: u64,
+    permit: Permit,
+    candidates: Candidates,
+    tried: Vec<u32>,
+    retries: u32,
+    failovers: u32,
+    /// The attempt in flight.
+    att: Option<u32>,
+    /// The last failure, the call's error if nothing better comes.
+    last: Option<CallError>,
+    active: bool,
+}
+
+struct Att {
+    call: u32,
+    endpoint: u32,
+    permit: Permit,
+    sent: u64,
+    live: bool,
+}
+
+/// What a run produced, besides the report.
+pub struct RunCounts {
+    pub events: u64,
+    pub requests: u64,
+}
+
+/// A simulation in progress.
+pub struct Engine<'s> {
+    s: &'s Scenario,
+    clock: VirtualClock,
+    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    now: u64,
+    end: u64,
+    pub kernel: Kernel,
+    pub providers: Vec<Provider>,
+    arrivals: ArrivalProcess,
+    mix: Mix,
+    latency_rng: Rng,
+    timeline: Vec<(u64, Action)>,
+    calls: Vec<Call>,
+    free_calls: Vec<u32>,
+    atts: Vec<Att>,
+    serial: u32,
+    discovery_held: bool,
+    /// Listing changes discovery could not deliver during an outage.
+    held: Vec<(u32, bool)>,
+    pub rec: Recorder,
+    pub counts: RunCounts,
+}
+
+fn ns(secs: f64) -> u64 {
+    (secs * 1e9) as u64
+}
+
+impl<'s> Engine<'s> {
+    /// Builds the world at virtual time 0: the clock is installed first, so every
+    /// kernel-clock reading from here on (facts cells, breakers) is simulated.
+    pub fn new(s: &'s Scenario, manifest: axle_manifest::Manifest) -> anyhow::Result<Self> {
+        let clock = VirtualClock::install(0);
+        fastrand::seed(s.seed);
+        let mut providers = Vec::with_capacity(s.provider_count());
+        for (g, spec) in s.providers.iter().enumerate() {
+            for i in 0..spec.count {
+                providers.push(Provider::new(g, spec, i));
+            }
+        }
+        let kernel = Kernel::new(manifest, &s.service, &s.requests, &providers)?;
+        let rec = Recorder::new(s, &providers);
+        Ok(Engine {
+            s,
+            clock,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            end: ns(s.duration_s),
+            kernel,
+            providers,
+            arrivals: ArrivalProcess::new(&s.arrivals, Rng::stream(s.seed, 1)),
+            mix: Mix::new(&s.requests, Rng::stream(s.seed, 2)),
+            latency_rng: Rng::stream(s.seed, 3),
+            timeline: crate::faults::timeline(s),
+            calls: Vec::new(),
+            free_calls: Vec::new(),
+            atts: Vec::new(),
+            serial: 0,
+            discovery_held: false,
+            held: Vec::new(),
+            rec,
+            counts: RunCounts {
+                events: 0,
+                requests: 0,
+            },
+        })
+    }
+
+    fn at(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, ev)));
+    }
+
+    /// Runs to the scenario's end.
+    pub fn run(&mut self) {
+        self.kernel.publish(&self.providers);
+        self.at(0, Ev::Arrival);
+        let score = self.kernel.settings.score_interval.as_nanos() as u64;
+        let beat = self.kernel.settings.heartbeat_interval.as_nanos() as u64;
+        self.at(score, Ev::Score);
+        self.at(beat, Ev::Heartbeat);
+        for i in 0..self.timeline.len() {
+            let t = self.timeline[i].0;
+            self.at(t, Ev::Fault(i as u32));
+        }
+        while let Some(Reverse((t, _, ev))) = self.heap.pop() {
+            if t > self.end {
+                break;
+            }
+            self.now = t;
+            self.clock.set(t);
+            self.counts.events += 1;
+            match ev {
+                Ev::Arrival => self.arrival(),
+                Ev::Done { att, epoch, error } => self.done(att, epoch, error),
+                Ev::Deadline { call, serial } => {
+                    if self.is(call, serial) {
+                        let att = self.calls[call as usize].att;
+                        match att {
+                            Some(att) => {
+                                self.result(att, Err(CallError::Transport(TransportError::Timeout)))
+                            }
+                            None => self
+                                .end_call(call, Err(CallError::Transport(TransportError::Timeout))),
+                        }
+                    }
+                }
+                Ev::Resume { call, serial } => {
+                    if self.is(call, serial) {
+                        self.attempt(call);
+                    }
+                }
+                Ev::Score => {
+                    let changes =
+                        crate::health::score(&mut self.kernel, &self.providers, t / 1_000_000);
+                    self.rec.health(t, &changes, &self.providers);
+                    self.at(t + score, Ev::Score);
+                }
+                Ev::Heartbeat => {
+                    let changes = crate::health::heartbeats(&mut self.kernel, &self.providers, t);
+                    self.rec.health(t, &changes, &self.providers);
+                    self.at(t + beat, Ev::Heartbeat);
+                }
+                Ev::Fault(i) => self.fault(self.timeline[i as usize].1),
+                Ev::Listing { p, listed } => self.listing(p, listed),
+            }
+        }
+        self.rec.tables = self.kernel.tables;
+        self.rec.finish(&self.kernel, &self.providers);
+    }
+
+    fn is(&self, call: u32, serial: u32) -> bool {
+        let c = &self.calls[call as usize];
+        c.active && c.serial == serial
+    }
+
+    fn arrival(&mut self) {
+        if let Some(next) = self.arrivals.next(self.now) {
+            self.at(next, Ev::Arrival);
+        }
+        self.counts.requests += 1;
+        let (kind, hash_key) = self.mix.draw(&self.s.requests);
+        self.rec.request(self.now);
+        let policy = &self.kernel.policies[kind];
+        let permit = policy.breaker.try_acquire();
+        if permit == Permit::Rejected {
+            self.rec.breaker_rejected += 1;
+            let err = CallError::BreakerOpen {
+                target: format!("{}/{}", self.s.service, self.s.requests[kind].method),
+            };
+            self.rec.call_ended(self.now, 0, &Err(err));
+            return;
+        }
+        let timeout = policy.governance.timeout().as_nanos() as u64;
+        self.kernel.budget.deposit();
+        let Some(candidates) = self.kernel.candidates(kind) else {
+            let err = no_endpoint(&self.s.service);
+            self.kernel.policies[kind].breaker.record(
+                permit,
+                axle_client::decide::verdict(&Err(err.clone()), false),
+            );
+            self.rec.call_ended(self.now, 0, &Err(err));
+            return;
+        };
+        self.serial = self.serial.wrapping_add(1);
+        let call = Call {
+            serial: self.serial,
+            kind,
+            hash_key,
+            start: self.now,
+            deadline: self.now + timeout,
+            permit,
+            candidates,
+            tried: Vec::new(),
+            retries: 0,
+            failovers: 0,
+            att: None,
+            last: None,
+            active: true,
+        };
+        let id = match self.free_calls.pop() {
+            Some(id) => {
+                self.calls[id as usize] = call;
+                id
+            }
+            None => {
+                self.calls.push(call);
+                (self.calls.len() - 1) as u32
+            }
+        };
+        let deadline = self.calls[id as usize].deadline;
+        self.at(
+            deadline,
+            Ev::Deadline {
+                call: id,
+                serial: self.serial,
+            },
+        );
+        self.attempt(id);
+    }
+
+    /// Picks and sends the call's next attempt.
+    fn attempt(&mut self, call: u32) {
+        let c = &mut self.calls[call as usize];
+        if self.now >= c.deadline {
+            return self.end_call(call, Err(CallError::Transport(TransportError::Timeout)));
+        }
+        let (kind, key) = (c.kind, c.hash_key);
+        let candidates = c.candidates.clone();
+        let mut tried = std::mem::take(&mut c.tried);
+        let picked = self.kernel.pick(kind, &candidates, &mut tried, key);
+        let c = &mut self.calls[call as usize];
+        c.tried = tried;
+        let Some((endpoint, permit)) = picked else {
+            return self.end_call(call, Err(no_endpoint(&self.s.service)));
+        };
+        c.tried.push(endpoint);
+        let att = Att {
+            call,
+            endpoint,
+            permit,
+            sent: self.now,
+            live: true,
+        };
+        // Attempt ids are never reused: a provider's queue and a pending `Done` may still
+        // name an attempt its caller gave up on.
+        self.atts.push(att);
+        let id = (self.atts.len() - 1) as u32;
+        c.att = Some(id);
+        self.kernel.endpoints[endpoint as usize].cell.started();
+        let p = self.kernel.provider_of(endpoint);
+        self.rec.sent(self.now, p);
+        let provider = &mut self.providers[p];
+        match provider.arrive(id, self.now, &mut self.latency_rng) {
+            Arrive::Refused => {
+                let addr = provider.address.clone();
+                self.result(
+                    id,
+                    Err(CallError::Transport(TransportError::Connect {
+                        addr,
+                        reason: "connection refused".into(),
+                    })),
+                );
+            }
+            Arrive::Hang | Arrive::Queued => {}
+            Arrive::Start { done_ns, error } => {
+                let epoch = provider.epoch;
+                self.at(
+                    done_ns,
+                    Ev::Done {
+                        att: id,
+                        epoch,
+                        error,
+                    },
+                );
+            }
+        }
+    }
+
+    fn done(&mut self, att: u32, epoch: u32, error: bool) {
+        let p = self.kernel.provider_of(self.atts[att as usize].endpoint);
+        if self.providers[p].epoch != epoch {
+            return; // killed since: its attempts already failed
+        }
+        let atts = &self.atts;
+        let next = self.providers[p].finish(att, self.now, &mut self.latency_rng, |a| {
+            atts[a as usize].live
+        });
+        if let Some((next, Arrive::Start { done_ns, error })) = next {
+            self.at(
+                done_ns,
+                Ev::Done {
+                    att: next,
+                    epoch,
+                    error,
+                },
+            );
+        }
+        if !self.atts[att as usize].live {
+            return;
+        }
+        let result = if error {
+            Err(CallError::Remote {
+                class: ErrorClass::Internal,
+                message: "simulated internal error".into(),
+                retry_after_ms: None,
+                code: None,
+            })
+        } else {
+            let endpoint = Some(self.atts[att as usize].endpoint);
+            Ok(Reply {
+                payload: bytes::Bytes::new(),
+                content_type: String::new(),
+                endpoint,
+                fallback: false,
+            })
+        };
+        self.result(att, result);
+    }
+
+    /// An attempt's result reaches its caller: feedback, then the retry decision.
+    fn result(&mut self, att: u32, result: Result<Reply, CallError>) {
+        let a = &mut self.atts[att as usize];
+        if !a.live {
+            return;
+        }
+        a.live = false;
+        let (call, endpoint, permit, latency) = (a.call, a.endpoint, a.permit, self.now - a.sent);
+        let kind = self.calls[call as usize].kind;
+        self.calls[call as usize].att = None;
+        if self.kernel.finish(kind, endpoint, permit, latency, &result) {
+            // A refused connect, news: out of rotation before the next pick.
+            self.kernel.publish(&self.providers);
+            self.rec.health(
+                self.now,
+                &[(endpoint, axle_client::health::HealthChange::Unreachable)],
+                &self.providers,
+            );
+        }
+        let err = match result {
+            Ok(reply) => return self.end_call(call, Ok(reply)),
+            Err(e) => e,
+        };
+        self.after_failure(call, err, endpoint);
+    }
+
+    /// The pipeline's retry loop, one turn (`pipeline.rs` `attempts`).
+    fn after_failure(&mut self, call: u32, err: CallError, endpoint: u32) {
+        let c = &self.calls[call as usize];
+        let g = &self.kernel.policies[c.kind].governance;
+        let next = self.kernel.next(c.kind, &err);
+        let (retries_max, failovers_max, interval) =
+            (g.retries, g.max_failovers, g.retry_interval_ms);
+        let c = &mut self.calls[call as usize];
+        let wait = match next {
+            Next::Final => return self.end_call(call, Err(err)),
+            Next::Retry | Next::Again if c.retries >= retries_max => {
+                return self.end_call(call, Err(err))
+            }
+            Next::Retry | Next::Again => {
+                if next == Next::Again {
+                    // Only the same endpoint may answer it: let it be picked again.
+                    c.tried.retain(|id| *id != endpoint);
+                }
+                let wait = axle_client::decide::backoff(
+                    std::time::Duration::from_millis(interval),
+                    c.retries,
+                );
+                c.retries += 1;
+                wait.as_nanos() as u64
+            }
+            Next::Failover if c.failovers >= failovers_max => return self.end_call(call, Err(err)),
+            Next::Failover => {
+                c.failovers += 1;
+                0
+            }
+        };
+        let nowhere_new = next != Next::Again && c.tried.len() >= c.candidates.members.len();
+        if self.now + wait >= c.deadline || nowhere_new {
+            return self.end_call(call, Err(err));
+        }
+        if Kernel::costs_budget(&err, next) && !self.kernel.budget.withdraw() {
+            self.rec.budget_refused += 1;
+            return self.end_call(call, Err(err));
+        }
+        match next {
+            Next::Failover => self.rec.failovers += 1,
+            _ => self.rec.retries += 1,
+        }
+        c.last = Some(err);
+        if wait == 0 {
+            self.attempt(call);
+        } else {
+            let serial = c.serial;
+            self.at(self.now + wait, Ev::Resume { call, serial });
+        }
+    }
+
+    fn end_call(&mut self, call: u32, result: Result<Reply, CallError>) {
+        let c = &mut self.calls[call as usize];
+        if !c.active {
+            return;
+        }
+        c.active = false;
+        // A pick that found nothing after a failure ends with that failure.
+        let result = match (result, c.last.take()) {
+            (Err(CallError::NoEndpoint { .. }), Some(last)) => Err(last),
+            (r, _) => r,
+        };
+        if let Some(att) = c.att.take() {
+            self.atts[att as usize].live = false;
+            let ep = &self.kernel.endpoints[self.atts[att as usize].endpoint as usize];
+            ep.cell.abandoned();
+            ep.breaker.release(self.atts[att as usize].permit);
+        }
+        let took = self.now - c.start;
+        let policy = &self.kernel.policies[c.kind];
+        let slow = policy
+            .breaker
+            .is_slow(std::time::Duration::from_nanos(took));
+        policy
+            .breaker
+            .record(c.permit, axle_client::decide::verdict(&result, slow));
+        self.rec.call_ended(self.now, took, &result);
+        self.free_calls.push(call);
+    }
+
+    fn fault(&mut self, action: Action) {
+        self.rec.fault(self.now, &action, &self.providers);
+        match action {
+            Action::Kill(p) => {
+                for att in self.providers[p].kill() {
+                    let addr = self.providers[p].address.clone();
+                    self.result(
+                        att,
+                        Err(CallError::Transport(TransportError::Reset {
+                            addr,
+                            reason: "connection closed".into(),
+                        })),
+                    );
+                }
+                // Its connections closed: the re-dial is refused, unreachable at once.
+                let ep = &self.kernel.endpoints[p];
+                if ep.health.mark_unreachable() {
+                    self.kernel.publish(&self.providers);
+                    self.rec.health(
+                        self.now,
+                        &[(p as u32, axle_client::health::HealthChange::Unreachable)],
+                        &self.providers,
+                    );
+                }
+                if self.s.discovery_ttl_s > 0.0 {
+                    let t = self.now + ns(self.s.discovery_ttl_s);
+                    self.at(
+                        t,
+                        Ev::Listing {
+                            p: p as u32,
+                            listed: false,
+                        },
+                    );
+                }
+            }
+            Action::Start(p) => {
+                let now_ms = self.now / 1_000_000;
+                self.providers[p].restart(now_ms);
+                if self.s.discovery_ttl_s > 0.0 && !self.kernel.endpoints[p].listed {
+                    self.at(
+                        self.now,
+                        Ev::Listing {
+                            p: p as u32,
+                            listed: true,
+                        },
+                    );
+                }
+            }
+            Action::Hang(p, share) => self.providers[p].hang_share = share,
+            Action::Slow(p, f) => self.providers[p].slow = f,
+            Action::Partition(p, on) => self.providers[p].partitioned = on,
+            Action::Slots(p, slots) => self.providers[p].set_slots(slots),
+            Action::DiscoveryOutage(on) => {
+                self.discovery_held = on;
+                if !on {
+                    for (p, listed) in std::mem::take(&mut self.held) {
+                        self.listing(p, listed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Discovery lists (or drops) provider `p`; held during an outage.
+    fn listing(&mut self, p: u32, listed: bool) {
+        if self.discovery_held {
+            self.held.push((p, listed));
+            return;
+        }
+        // Dropped only if still down, listed only if up: the latest state wins.
+        let up = self.providers[p as usize].up;
+        if listed != up {
+            return;
+        }
+        let ep = &mut self.kernel.endpoints[p as usize];
+        if ep.listed == listed {
+            return;
+        }
+        ep.listed = listed;
+        if listed {
+            // A new process: judged on what it does from now on.
+            axle_client::health::redial::readmit_parts(&ep.cell, &ep.breaker, &ep.health);
+        }
+        self.kernel.publish(&self.providers);
+        self.rec.listing(self.now, p, listed);
+    }
+}
+
+fn no_endpoint(service: &str) -> CallError {
+    CallError::NoEndpoint {
+        service: service.to_string(),
+        reason: "no endpoint left to try".into(),
+    }
+}

@@ -1,0 +1,160 @@
+//! The fault script, expanded into primitive actions on a timeline: a `kill` with
+//! `for-s` is a kill then a start, a rolling restart is one kill and start per member, a
+//! `half-dead` for a while is a hang share set and cleared. The engine only ever applies
+//! [`Action`]s.
+
+use crate::scenario::{FaultKind, Scenario};
+
+/// One primitive change.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Action {
+    /// The process dies: connections refused, calls in flight fail.
+    Kill(usize),
+    /// The process starts (again).
+    Start(usize),
+    /// Share of calls that hang (0: none).
+    Hang(usize, f64),
+    /// Service time factor (1: normal).
+    Slow(usize, f64),
+    /// Unreachable over the network, or reachable again.
+    Partition(usize, bool),
+    /// Capacity cut to this, or back to the configured one.
+    Slots(usize, Option<u32>),
+    /// Discovery stops (true) or resumes (false) updating the endpoint list.
+    DiscoveryOutage(bool),
+}
+
+/// The providers of `group`'s `members` (all when `None`), as global indexes.
+fn targets(s: &Scenario, group: &str, members: Option<&Vec<u32>>) -> Vec<usize> {
+    let mut first = 0usize;
+    for g in &s.providers {
+        if g.name == group {
+            return match members {
+                Some(m) => m.iter().map(|i| first + *i as usize).collect(),
+                None => (first..first + g.count as usize).collect(),
+            };
+        }
+        first += g.count as usize;
+    }
+    Vec::new()
+}
+
+/// Every action of the script with its virtual time (ns), in time order (ties keep the
+/// script's order).
+pub fn timeline(s: &Scenario) -> Vec<(u64, Action)> {
+    let ns = |secs: f64| (secs * 1e9) as u64;
+    let mut out = Vec::new();
+    for f in &s.faults {
+        let at = ns(f.at_s);
+        let end = f.for_s.map(|d| at + ns(d));
+        if f.kind == FaultKind::DiscoveryOutage {
+            out.push((at, Action::DiscoveryOutage(true)));
+            out.extend(end.map(|e| (e, Action::DiscoveryOutage(false))));
+            continue;
+        }
+        let who = targets(s, f.group.as_deref().unwrap_or(""), f.members.as_ref());
+        for (k, p) in who.into_iter().enumerate() {
+            let (start, undo) = match f.kind {
+                FaultKind::Kill => (Action::Kill(p), Some(Action::Start(p))),
+                FaultKind::Restart => {
+                    out.push((at, Action::Kill(p)));
+                    (Action::Start(p), None)
+                }
+                FaultKind::HalfDead => (
+                    Action::Hang(p, f.share.unwrap_or(0.0)),
+                    Some(Action::Hang(p, 0.0)),
+                ),
+                FaultKind::Slow => (
+                    Action::Slow(p, f.factor.unwrap_or(1.0)),
+                    Some(Action::Slow(p, 1.0)),
+                ),
+                FaultKind::Partition => (
+                    Action::Partition(p, true),
+                    Some(Action::Partition(p, false)),
+                ),
+                FaultKind::Overload => (Action::Slots(p, f.capacity), Some(Action::Slots(p, None))),
+                FaultKind::RollingRestart => {
+                    let t = at + ns(f.every_s.unwrap_or(0.0)) * k as u64;
+                    out.push((t, Action::Kill(p)));
+                    out.push((t + ns(f.down_s.unwrap_or(0.0)), Action::Start(p)));
+                    continue;
+                }
+                FaultKind::DiscoveryOutage => unreachable!("handled above"),
+            };
+            out.push((at, start));
+            if let (Some(e), Some(undo)) = (end, undo) {
+                out.push((e, undo));
+            }
+        }
+    }
+    out.sort_by_key(|(t, _)| *t);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(faults: &str) -> Scenario {
+        Scenario::parse(&format!(
+            r#"
+duration-s = 100
+[arrivals]
+kind = "constant"
+rate-per-s = 10
+[[providers]]
+name = "a"
+count = 2
+latency = {{ kind = "constant", ms = 1 }}
+[[providers]]
+name = "b"
+count = 3
+latency = {{ kind = "constant", ms = 1 }}
+{faults}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_kill_for_a_while_restarts() {
+        let s = scenario(
+            "[[faults]]\nat-s = 2\nkind = \"kill\"\ngroup = \"b\"\nmembers = [1]\nfor-s = 3\n",
+        );
+        assert_eq!(
+            timeline(&s),
+            vec![
+                (2_000_000_000, Action::Kill(3)),
+                (5_000_000_000, Action::Start(3))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rolling_restart_goes_one_after_another() {
+        let s = scenario(
+            "[[faults]]\nat-s = 10\nkind = \"rolling-restart\"\ngroup = \"b\"\nevery-s = 5\ndown-s = 2\n",
+        );
+        let t = timeline(&s);
+        assert_eq!(t.len(), 6);
+        assert_eq!(t[0], (10_000_000_000, Action::Kill(2)));
+        assert_eq!(t[1], (12_000_000_000, Action::Start(2)));
+        assert_eq!(t[2], (15_000_000_000, Action::Kill(3)));
+        assert_eq!(t[5], (22_000_000_000, Action::Start(4)));
+    }
+
+    #[test]
+    fn half_dead_and_outage_are_undone() {
+        let s = scenario(
+            "[[faults]]\nat-s = 1\nkind = \"half-dead\"\ngroup = \"a\"\nmembers = [0]\nshare = 0.4\nfor-s = 1\n\
+             [[faults]]\nat-s = 0\nkind = \"discovery-outage\"\n",
+        );
+        assert_eq!(
+            timeline(&s),
+            vec![
+                (0, Action::DiscoveryOutage(true)),
+                (1_000_000_000, Action::Hang(0, 0.4)),
+                (2_000_000_000, Action::Hang(0, 0.0)),
+            ]
+        );
+    }
+}
