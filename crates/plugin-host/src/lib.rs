@@ -25,6 +25,7 @@ mod rebuild;
 mod reload;
 pub mod sandbox;
 pub mod selfcheck;
+pub mod shadow;
 mod spec;
 pub mod stats;
 mod wasi;
