@@ -17,6 +17,8 @@ use axle_plugin_host::kinds::serializer::SerializerPlugin;
 use axle_plugin_host::SwapReport;
 use axle_plugin_host::{LoadedPlugin, Plugin, PluginHost};
 
+use crate::stages::shadow::Shadows;
+
 /// The plugins filling one service's slots, and what resolving a method's policy needs.
 pub struct ServiceSlots {
     pub serializer: Option<Arc<SerializerPlugin>>,
@@ -30,6 +32,8 @@ pub struct ServiceSlots {
     pub client_interceptors: Vec<Arc<InterceptorPlugin>>,
     /// The manifest's governance tiers.
     pub manifest: Arc<Manifest>,
+    /// The shadow selector and routers, when the slots name any (`stages::shadow`).
+    pub shadow: Option<Arc<Shadows>>,
 }
 
 /// Everything a manifest's slots resolve to.
@@ -66,6 +70,8 @@ impl Loadout {
             wanted.extend(slots.selector.clone());
             wanted.extend(slots.routers.clone().unwrap_or_default());
             wanted.extend(slots.client_interceptors.clone().unwrap_or_default());
+            wanted.extend(slots.shadow_selector.clone());
+            wanted.extend(slots.shadow_routers.clone().unwrap_or_default());
         }
         wanted.extend(manifest.slots_for("").health_scorer);
         let layers = std::iter::once(&manifest.governance)
@@ -177,6 +183,7 @@ impl Loadout {
                     selectors: selectors.clone(),
                     client_interceptors,
                     manifest: manifest.clone(),
+                    shadow: shadows(service, &slots, &plugin, previous),
                 }),
             );
         }
@@ -193,4 +200,65 @@ impl Loadout {
             change,
         ))
     }
+}
+
+/// The shadow slots of `service` (none when it names no shadow). Counters are kept from
+/// `previous` while a swap changes neither the shadow, the live plugin it is compared
+/// with, nor the rate.
+fn shadows<'a>(
+    service: &str,
+    slots: &axle_manifest::Slots,
+    plugin: &dyn Fn(&str) -> Option<&'a Plugin>,
+    previous: Option<&Loadout>,
+) -> Option<Arc<Shadows>> {
+    use axle_plugin_host::shadow::ShadowCounters;
+    let rate = axle_manifest::shadow::sample(slots);
+    let before = previous
+        .and_then(|p| p.services.get(service))
+        .and_then(|s| s.shadow.clone());
+    let counters = |kind: &'static str, live: String, candidate: String| {
+        let kept = before
+            .iter()
+            .flat_map(|s| s.counters())
+            .find(|c| c.is(kind, service, &live, &candidate, rate));
+        kept.cloned().unwrap_or_else(|| {
+            Arc::new(ShadowCounters::new(kind, service, &live, &candidate, rate))
+        })
+    };
+    let selector = slots.shadow_selector.as_deref().and_then(|name| {
+        let Some(Plugin::Selector(s)) = plugin(name) else {
+            return None;
+        };
+        let live = slots.selector.clone().unwrap_or_default();
+        Some((s.clone(), counters("selector", live, name.to_string())))
+    });
+    let names = slots.shadow_routers.clone().unwrap_or_default();
+    let chain: Vec<Arc<RouterPlugin>> = names
+        .iter()
+        .filter_map(|n| match plugin(n) {
+            Some(Plugin::Router(r)) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    let route_fields = chain.iter().fold(Vec::new(), |mut all: Vec<String>, r| {
+        for f in &r.reads().fields {
+            if !all.contains(f) {
+                all.push(f.clone());
+            }
+        }
+        all
+    });
+    let routers = (!chain.is_empty()).then(|| {
+        let live = slots.routers.clone().unwrap_or_default().join(",");
+        (chain, counters("routers", live, names.join(",")))
+    });
+    if selector.is_none() && routers.is_none() {
+        return None;
+    }
+    Some(Arc::new(Shadows {
+        sampler: axle_plugin_host::shadow::Sampler::new(rate),
+        selector,
+        routers,
+        route_fields,
+    }))
 }

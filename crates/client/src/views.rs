@@ -46,6 +46,9 @@ pub struct ServiceView {
     /// which every other name shares (so their number never grows with calls).
     #[serde(default)]
     pub policies: Vec<PolicyView>,
+    /// Its shadow selector and routers: what they would have decided (`docs/shadow.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadows: Vec<axle_plugin_host::shadow::ShadowView>,
 }
 
 /// One method policy, for people.
@@ -135,10 +138,13 @@ impl ClientState {
                     .collect();
                 // Declared methods by name, `*` last.
                 policies.sort_by_key(|p| (p.method == UNDECLARED, p.method.clone()));
+                let slots = svc.slots.load();
+                let shadows = slots.shadow.iter().flat_map(|s| s.counters());
                 ServiceView {
                     service: name.clone(),
                     endpoints,
                     policies,
+                    shadows: shadows.map(|c| c.view()).collect(),
                 }
             })
             .collect()

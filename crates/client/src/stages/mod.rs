@@ -11,3 +11,4 @@ pub mod route;
 pub mod route_fields;
 pub mod select;
 pub mod send;
+pub mod shadow;

@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
-use crate::state::{ClientState, RouteMemo};
+use super::shadow::{self, Shadows};
+use crate::loadout::ServiceSlots;
+use crate::state::{ClientState, Rotation, RouteMemo};
 use crate::{Call, CallError};
 use axle_plugin_host::kinds::router::{RouteReads, RouteRequest};
 
@@ -22,6 +24,9 @@ const MAX_SHAPES_PER_METHOD: usize = 256;
 pub struct Candidates {
     pub set: u32,
     pub members: Arc<[u32]>,
+    /// The service's shadows when this call is sampled (`stages::shadow`): the select
+    /// stage shows them its pick.
+    pub shadow: Option<Arc<Shadows>>,
 }
 
 /// The parts of one call a shape is made of, borrowed (a memo hit allocates nothing but
@@ -76,10 +81,28 @@ impl Shape<'_> {
     }
 }
 
-/// The candidate set for this call.
+/// The candidate set for this call. A sampled call also asks the shadow routers, after
+/// the live answer is known and without touching it.
 pub fn candidates(state: &ClientState, call: &Call<'_>) -> Result<Candidates, CallError> {
+    let rotation = call.svc.rotation.load();
+    let slots = call.svc.slots.load();
+    let sampled = shadow::sampled(&slots.shadow);
+    let mut live = routed(state, call, &rotation, &slots)?;
+    if let Some(shadows) = sampled {
+        shadow::route(state, call, &shadows, &rotation.members, &live);
+        live.shadow = Some(shadows);
+    }
+    Ok(live)
+}
+
+/// The live candidates: the rotation narrowed by the live routers (memoised).
+fn routed(
+    state: &ClientState,
+    call: &Call<'_>,
+    rotation: &Rotation,
+    slots: &ServiceSlots,
+) -> Result<Candidates, CallError> {
     let (svc, policy, options) = (call.svc, call.policy, call.options);
-    let rotation = svc.rotation.load();
     let generation = rotation.generation;
     if rotation.members.is_empty() {
         let listed = svc.members.load().len();
@@ -92,12 +115,12 @@ pub fn candidates(state: &ClientState, call: &Call<'_>) -> Result<Candidates, Ca
             },
         });
     }
-    let slots = svc.slots.load();
     if slots.routers.is_empty() {
         if let Some(set) = rotation.set_in(&policy.selector) {
             return Ok(Candidates {
                 set,
                 members: rotation.members.clone(),
+                shadow: None,
             });
         }
     }
@@ -135,6 +158,7 @@ pub fn candidates(state: &ClientState, call: &Call<'_>) -> Result<Candidates, Ca
             return Ok(Candidates {
                 set: m.set,
                 members: m.members.clone(),
+                shadow: None,
             });
         }
     }
@@ -176,7 +200,11 @@ pub fn candidates(state: &ClientState, call: &Call<'_>) -> Result<Candidates, Ca
         grown.push(memo.clone());
         Arc::new(grown)
     });
-    Ok(Candidates { set, members })
+    Ok(Candidates {
+        set,
+        members,
+        shadow: None,
+    })
 }
 
 /// The parts of a request the routers read, for an error message.

@@ -20,6 +20,25 @@ pub fn pick(
     excluded: &mut Vec<u32>,
     options: &CallOptions,
 ) -> Result<Attempt, CallError> {
+    let attempt = live(state, svc, selector, candidates, excluded, options)?;
+    // A sampled call's first pick is shown to the shadow selector (never a failover's:
+    // the shadow is asked what it would have chosen first).
+    if let (Some(shadows), true) = (&candidates.shadow, excluded.is_empty()) {
+        let picked = attempt.ep.id;
+        super::shadow::select(state, svc, shadows, candidates, options.hash_key, picked);
+    }
+    Ok(attempt)
+}
+
+/// The live selector's pick.
+fn live(
+    state: &ClientState,
+    svc: &ServiceState,
+    selector: &SelectorPlugin,
+    candidates: &Candidates,
+    excluded: &mut Vec<u32>,
+    options: &CallOptions,
+) -> Result<Attempt, CallError> {
     loop {
         let set = if excluded.is_empty() {
             candidates.set
