@@ -5,6 +5,7 @@
 
 mod context;
 mod handler;
+mod limiter_slot;
 mod pipeline;
 pub mod stages;
 pub mod stats;
@@ -12,6 +13,7 @@ mod trace;
 
 pub use context::Context;
 pub use handler::{Handler, Request, Response, Status};
+pub use limiter_slot::LimiterSlot;
 pub use stats::{MethodView, ServerView};
 
 use std::collections::HashMap;
@@ -43,6 +45,8 @@ pub struct ServerBuilder {
     /// The manifest entry the limiter came from and its bytes' digest (to tell a new
     /// version on a swap).
     limiter_spec: Option<(axle_manifest::PluginSpec, [u8; 32])>,
+    /// `[slots] shadow-limiter`, filled from the manifest.
+    shadow_limiter: stages::shadow_limit::Slot,
     serializers: HashMap<String, Arc<SerializerPlugin>>,
     /// The interceptors some `server-interceptors` slot names, by manifest name.
     interceptors: stages::intercept_chains::Running,
@@ -176,6 +180,7 @@ impl ServerBuilder {
                 _ => {}
             }
         }
+        self.shadow_limiter.fill(host, manifest, false)?;
         Ok(self)
     }
 
@@ -225,6 +230,7 @@ impl ServerBuilder {
             any_method: self.any_method,
             limiter: arc_swap::ArcSwapOption::new(self.limiter),
             limiter_spec: std::sync::Mutex::new(self.limiter_spec),
+            shadow_limiter: self.shadow_limiter,
             serializers: {
                 let mut by_type: Vec<_> = self.serializers.into_values().collect();
                 by_type.sort_by(|a, b| a.content_type().cmp(b.content_type()));
@@ -440,9 +446,15 @@ impl ServerObserver {
         let interceptors = chains.plugins().map(|i| i.counters());
         limiter
             .into_iter()
+            .chain(self.0.shadow_limiter.plugin_counters())
             .chain(serializers)
             .chain(interceptors)
             .collect()
+    }
+
+    /// What the shadow limiter would have decided (`docs/shadow.md`); empty without one.
+    pub fn shadows(&self) -> Vec<axle_plugin_host::shadow::ShadowView> {
+        self.0.shadow_limiter.view().into_iter().collect()
     }
 
     /// Where the server listens.
@@ -463,6 +475,8 @@ pub struct Pipeline {
     /// Swapped whole by hot-swap; a request uses the one it loaded.
     limiter: arc_swap::ArcSwapOption<LimiterPlugin>,
     limiter_spec: std::sync::Mutex<Option<(axle_manifest::PluginSpec, [u8; 32])>>,
+    /// A limiter asked beside the live one on sampled requests (`stages/shadow_limit.rs`).
+    shadow_limiter: stages::shadow_limit::Slot,
     /// The serializers typed handlers decode with (for their counters).
     serializers: Vec<Arc<SerializerPlugin>>,
     /// Per-method governance: internal-only, concurrency guard, fuse (fixed at bind: one
@@ -527,74 +541,5 @@ impl Dispatch for Pipeline {
         };
         let served = self.handler(service, method).is_some();
         !self.guards.of(service, method, served).cancel_on_disconnect
-    }
-}
-
-/// A running server's swappable slots (limiter, `server-interceptors`), for hot-swap.
-#[derive(Clone)]
-pub struct LimiterSlot(Arc<Pipeline>);
-
-impl LimiterSlot {
-    /// Fills the slot from `manifest`'s `[slots] limiter`: a new or changed plugin is
-    /// loaded and self-checked first; a new version of the running plugin (same name)
-    /// gets its state (`export-state` → `import-state`, when both sides have them), so a
-    /// token bucket keeps its tokens. Reports the plugin loaded, if any; on an error the
-    /// running limiter stays. Interceptor chains swap first, whole (`intercept_chains.rs`).
-    pub fn swap(
-        &self,
-        host: &axle_plugin_host::PluginHost,
-        manifest: &axle_manifest::Manifest,
-    ) -> anyhow::Result<axle_plugin_host::SwapReport> {
-        let started = std::time::Instant::now();
-        let mut report = stages::intercept_chains::swap(&self.0, host, manifest)?;
-        report.merge(self.swap_limiter(host, manifest, started)?);
-        report.took_us = started.elapsed().as_micros() as u64;
-        Ok(report)
-    }
-
-    fn swap_limiter(
-        &self,
-        host: &axle_plugin_host::PluginHost,
-        manifest: &axle_manifest::Manifest,
-        started: std::time::Instant,
-    ) -> anyhow::Result<axle_plugin_host::SwapReport> {
-        let p = &self.0;
-        let mut running = p.limiter_spec.lock().unwrap_or_else(|e| e.into_inner());
-        let wanted = manifest
-            .slots
-            .limiter
-            .as_ref()
-            .and_then(|n| manifest.plugins.get(n));
-        let Some(spec) = wanted else {
-            p.limiter.store(None);
-            *running = None;
-            return Ok(Default::default());
-        };
-        let Some(loaded) =
-            host.reload_if_changed(spec, running.as_ref().map(|(s, d)| (s, d)), true)?
-        else {
-            return Ok(axle_plugin_host::SwapReport {
-                kept: vec![spec.name.clone()],
-                ..Default::default()
-            });
-        };
-        let digest = loaded.report.digest;
-        let axle_plugin_host::Plugin::Limiter(new) = loaded.plugin else {
-            anyhow::bail!("plugin `{}` is not a limiter", spec.name);
-        };
-        let same_plugin = running.as_ref().is_some_and(|(r, _)| r.name == spec.name);
-        if let (true, Some(old)) = (same_plugin, p.limiter.load_full()) {
-            if let Some(state) = old.export_state() {
-                let took = new.import_state(&state);
-                tracing::info!(plugin = %spec.name, bytes = state.len(), took, "limiter state handed over");
-            }
-        }
-        p.limiter.store(Some(new));
-        *running = Some((spec.clone(), digest));
-        Ok(axle_plugin_host::SwapReport {
-            loaded: vec![spec.name.clone()],
-            kept: Vec::new(),
-            took_us: started.elapsed().as_micros() as u64,
-        })
     }
 }

@@ -12,24 +12,46 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::stages::protect::MethodGuard;
+use crate::stages::shadow_limit;
 use crate::{Context, Pipeline};
 use axle_plugin_host::kinds::limiter::{Admission, KeyParts, LimiterPlugin};
 use axle_wire::{ErrorClass, Frame};
 
-/// An admission a `concurrency-limiter` is owed the end of. Dropped without
-/// [`Permit::ended`] (the caller went away, the request future was cancelled) it
-/// reports the request as dropped: the plugin hears of every admission exactly once.
+/// What the limiters are owed of a request's end: the live `concurrency-limiter`'s
+/// admission and a sampled shadow's (`shadow_limit.rs`). Dropped without
+/// [`Permit::ended`] (the caller went away, the request future was cancelled) it reports
+/// the request as dropped: each plugin hears of every admission exactly once.
 pub struct Permit {
+    live: Option<Release>,
+    shadow: Option<Release>,
+}
+
+impl Permit {
+    /// The request ended with `answer`.
+    pub fn ended(mut self, answer: &Frame) {
+        let dropped = dropped(answer.meta.error_class);
+        for release in [&mut self.live, &mut self.shadow].into_iter().flatten() {
+            release.report(dropped);
+        }
+    }
+}
+
+/// One limiter's admission, reported once.
+struct Release {
     limiter: Arc<LimiterPlugin>,
     key: u32,
     admitted: Instant,
     reported: bool,
 }
 
-impl Permit {
-    /// The request ended with `answer`.
-    pub fn ended(mut self, answer: &Frame) {
-        self.report(dropped(answer.meta.error_class));
+impl Release {
+    fn new(limiter: Arc<LimiterPlugin>, key: u32) -> Self {
+        Release {
+            limiter,
+            key,
+            admitted: Instant::now(),
+            reported: false,
+        }
     }
 
     fn report(&mut self, dropped: bool) {
@@ -40,7 +62,7 @@ impl Permit {
     }
 }
 
-impl Drop for Permit {
+impl Drop for Release {
     fn drop(&mut self) {
         self.report(true);
     }
@@ -61,40 +83,50 @@ fn dropped(class: Option<ErrorClass>) -> bool {
     )
 }
 
-/// `Ok` carries the permit a `concurrency-limiter` is owed (none for a plain limiter or
-/// none at all); `Err` the rejection frame (boxed: it is the rare path).
+/// `Ok` carries the permit the limiters are owed (none for plain limiters or none at
+/// all); `Err` the rejection frame (boxed: it is the rare path). A sampled request is
+/// also shown to the shadow limiter, whose answer is only compared.
 pub fn admit(
     p: &Pipeline,
     ctx: &Context,
     guard: &MethodGuard,
     id: u64,
 ) -> Result<Option<Permit>, Box<Frame>> {
-    let loaded = p.limiter.load();
-    let Some(limiter) = loaded.as_ref() else {
-        return Ok(None);
-    };
-    let key = limiter.key_id_of(KeyParts {
+    let parts = || KeyParts {
         service: &guard.service,
         method: &guard.method,
         consumer_app: ctx.scope.consumer_app.as_deref().unwrap_or(""),
         consumer_ip: ctx.peer.ip(),
+    };
+    let loaded = p.limiter.load();
+    let live = loaded.as_ref().map(|limiter| {
+        let key = limiter.key_id_of(parts());
+        (limiter, key, limiter.acquire(key, 1).admission)
     });
-    match limiter.acquire(key, 1).admission {
-        Admission::Admit => {
-            guard.stats.limited(true);
-            Ok(limiter.wants_release().then(|| Permit {
-                limiter: limiter.clone(),
-                key,
-                admitted: Instant::now(),
-                reported: false,
-            }))
-        }
-        Admission::Reject { retry_after_ms } => {
+    let shadow = p.shadow_limiter.sampled().and_then(|shadow| {
+        let key = shadow_limit::ask(&shadow, parts(), live.as_ref().map(|l| l.2))?;
+        Some(Release::new(shadow.plugin.clone(), key))
+    });
+    match live {
+        Some((_, _, Admission::Reject { retry_after_ms })) => {
             guard.stats.limited(false);
+            // A shadow that admitted hears the request was dropped (when `shadow` drops).
+            drop(shadow);
             let mut frame = Frame::error(id, ErrorClass::RateLimited, "rate limited");
             frame.meta.retry_after_ms = Some(retry_after_ms);
             Err(Box::new(frame))
         }
+        Some((limiter, key, Admission::Admit)) => {
+            guard.stats.limited(true);
+            let live = limiter
+                .wants_release()
+                .then(|| Release::new(limiter.clone(), key));
+            Ok((live.is_some() || shadow.is_some()).then_some(Permit { live, shadow }))
+        }
+        None => Ok(shadow.map(|s| Permit {
+            live: None,
+            shadow: Some(s),
+        })),
     }
 }
 

@@ -6,3 +6,4 @@ pub mod intercept;
 pub mod intercept_chains;
 pub mod limit;
 pub mod protect;
+pub mod shadow_limit;
