@@ -150,6 +150,35 @@ function renderPlugins(plugins) {
   document.querySelector("#plugins tbody").replaceChildren(...rows);
 }
 
+// One divergence in words, with the facts of both endpoints when a selector diverged.
+function divergence(d) {
+  const facts = (f) => f ? ` (in flight ${f.in_flight}, weight ${f.effective_weight}, ewma ` +
+    `${ms(f.ewma_latency_ns)}, window ${f.window_failures}/${f.window_total} failed)` : "";
+  return `${clock(d.at_unix_ms)}: live ${d.live}${facts(d.live_facts)} · candidate ` +
+    `${d.candidate}${facts(d.candidate_facts)}`;
+}
+
+function renderShadows(stats) {
+  const rows = [];
+  const add = (owner, v) => {
+    const latest = v.recent.length ? v.recent[v.recent.length - 1] : null;
+    const rate = v.sampled > 0 ? ` (${pct(v.diverged / v.sampled)})` : "";
+    rows.push(el("tr", { class: "shadow", "data-plugin": v.candidate },
+      el("td", {}, owner), el("td", {}, v.service || "—"), el("td", {}, v.kind),
+      el("td", {}, v.live || "—"), el("td", {}, v.candidate), el("td", {}, pct(v.sample)),
+      el("td", {}, v.sampled.toLocaleString()),
+      el("td", { title: v.recent.map(divergence).join("\n") }, v.diverged.toLocaleString() + rate),
+      el("td", {}, v.faults.toLocaleString()),
+      el("td", {}, latest ? divergence(latest) : "—")));
+  };
+  for (const c of stats.clients) {
+    for (const svc of c.services) for (const v of svc.shadows || []) add("client " + c.name, v);
+  }
+  for (const s of stats.servers) for (const v of s.shadows || []) add("server " + s.name, v);
+  if (rows.length === 0) return;
+  document.querySelector("#shadows tbody").replaceChildren(...rows);
+}
+
 function renderEvents(page) {
   const list = document.getElementById("events");
   const items = page.events.map((e) => el("li", { class: "event", "data-kind": e.kind },
@@ -170,6 +199,7 @@ async function tick() {
       json("stats"), json("plugins"), json("events?since=" + nextEvent)]);
     renderStats(stats, now);
     renderPlugins(plugins);
+    renderShadows(stats);
     renderEvents(events);
     status.textContent = "live · updated " + clock(now);
     status.className = "muted";

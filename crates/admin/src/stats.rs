@@ -11,6 +11,7 @@ use super::Targets;
 use crate::consumers::ServiceConsumers;
 use axle_client::rules::RuleStatus;
 use axle_client::ServiceView;
+use axle_plugin_host::shadow::ShadowView;
 use axle_plugin_host::PluginCounters;
 use axle_server::{ServerView, Status};
 
@@ -50,6 +51,9 @@ pub struct ServerStats {
     /// revision in force, the last one refused and why.
     #[serde(default)]
     pub rules: Vec<RuleStatus>,
+    /// Its shadow limiter: what it would have decided (`docs/shadow.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadows: Vec<ShadowView>,
     #[serde(flatten)]
     pub view: ServerView,
 }
@@ -79,6 +83,7 @@ impl StatsReport {
                         .as_ref()
                         .map(|book| book.all())
                         .unwrap_or_default(),
+                    shadows: s.shadows(),
                     view: s.stats(),
                 })
                 .collect(),

@@ -6,6 +6,7 @@
 use super::exposition::{seconds, Exposition, Kind};
 use crate::StatsReport;
 use axle_client::{EndpointView, PolicyView};
+use axle_plugin_host::shadow::ShadowView;
 use axle_plugin_host::PluginCounters;
 
 const HEALTH_STATES: [&str; 4] = ["healthy", "subhealthy", "removed", "dead"];
@@ -26,6 +27,9 @@ pub fn render(report: &StatsReport) -> String {
         }
         for p in &c.plugins {
             plugin(&mut e, "client", &c.name, p);
+        }
+        for shadow in c.services.iter().flat_map(|s| &s.shadows) {
+            shadows(&mut e, "client", &c.name, shadow);
         }
     }
     for s in &report.servers {
@@ -65,6 +69,9 @@ pub fn render(report: &StatsReport) -> String {
         }
         for p in &s.plugins {
             plugin(&mut e, "server", &s.name, p);
+        }
+        for shadow in &s.shadows {
+            shadows(&mut e, "server", &s.name, shadow);
         }
     }
     e.finish()
@@ -177,6 +184,22 @@ fn plugin(e: &mut Exposition, side: &str, owner: &str, p: &PluginCounters) {
     }
 }
 
+/// A shadow's counters: one series per shadow slot (side, owner, service, kind, plugin).
+fn shadows(e: &mut Exposition, side: &str, owner: &str, v: &ShadowView) {
+    let l = [
+        ("side", side),
+        ("owner", owner),
+        ("service", v.service.as_str()),
+        ("kind", v.kind.as_str()),
+        ("plugin", v.candidate.as_str()),
+    ];
+    e.sample("axle_shadow_sampled_total", &l, v.sampled as f64);
+    e.sample("axle_shadow_agreed_total", &l, v.agreed as f64);
+    e.sample("axle_shadow_diverged_total", &l, v.diverged as f64);
+    e.sample("axle_shadow_faults_total", &l, v.faults as f64);
+    e.sample("axle_shadow_sample_ratio", &l, v.sample);
+}
+
 /// Every family, with its type and help (`docs/observability.md` says the same).
 fn declare(e: &mut Exposition) {
     use Kind::{Counter, Gauge, Histogram};
@@ -257,5 +280,35 @@ fn declare(e: &mut Exposition) {
     ];
     for (name, help) in interceptor {
         e.family(name, Counter, help);
+    }
+    let shadow: [(&'static str, Kind, &str); 5] = [
+        (
+            "axle_shadow_sampled_total",
+            Counter,
+            "Calls a shadow plugin decided on beside the live one (docs/shadow.md).",
+        ),
+        (
+            "axle_shadow_agreed_total",
+            Counter,
+            "Sampled calls the shadow decided as the live plugin did.",
+        ),
+        (
+            "axle_shadow_diverged_total",
+            Counter,
+            "Sampled calls the shadow decided otherwise (its answer unused).",
+        ),
+        (
+            "axle_shadow_faults_total",
+            Counter,
+            "Sampled calls the shadow gave no answer of its own on (the live path untouched).",
+        ),
+        (
+            "axle_shadow_sample_ratio",
+            Gauge,
+            "The share of calls the shadow decides on.",
+        ),
+    ];
+    for (name, kind, help) in shadow {
+        e.family(name, kind, help);
     }
 }

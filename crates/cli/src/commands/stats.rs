@@ -103,10 +103,12 @@ pub fn render(report: &StatsReport) -> String {
     for c in &report.clients {
         client_table(&mut out, c);
         plugin_table(&mut out, &c.plugins);
+        shadow_table(&mut out, c.services.iter().flat_map(|s| &s.shadows));
     }
     for s in &report.servers {
         server_table(&mut out, s);
         plugin_table(&mut out, &s.plugins);
+        shadow_table(&mut out, s.shadows.iter());
     }
     for c in &report.consumers {
         consumer_table(&mut out, c);
@@ -115,6 +117,67 @@ pub fn render(report: &StatsReport) -> String {
         out.push_str("nothing exposed: no clients, no servers\n");
     }
     out
+}
+
+/// The shadow plugins (`docs/shadow.md`): what they decided beside the live ones, and
+/// their latest divergence.
+fn shadow_table<'a>(
+    out: &mut String,
+    shadows: impl Iterator<Item = &'a axle::plugin::shadow::ShadowView>,
+) {
+    use std::fmt::Write;
+    let shadows: Vec<_> = shadows.collect();
+    if shadows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "  shadows (answers never used)");
+    let _ = writeln!(
+        out,
+        "    {:<12} {:<9} {:<16} {:<16} {:>7} {:>9} {:>9} {:>9} {:>7}",
+        "service", "kind", "live", "candidate", "sample", "sampled", "agreed", "diverged", "faults"
+    );
+    for v in &shadows {
+        let service = if v.service.is_empty() {
+            "-"
+        } else {
+            &v.service
+        };
+        let _ = writeln!(
+            out,
+            "    {:<12} {:<9} {:<16} {:<16} {:>6.1}% {:>9} {:>9} {:>9} {:>7}",
+            service,
+            v.kind,
+            v.live,
+            v.candidate,
+            v.sample * 100.0,
+            v.sampled,
+            v.agreed,
+            v.diverged,
+            v.faults
+        );
+        if let Some(d) = v.recent.last() {
+            let facts = |f: &Option<axle::plugin::shadow::FactsView>| match f {
+                Some(f) => format!(
+                    " (in flight {}, weight {}, ewma {}, window {}/{} failed)",
+                    f.in_flight,
+                    f.effective_weight,
+                    ns(f.ewma_latency_ns),
+                    f.window_failures,
+                    f.window_total
+                ),
+                None => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                "      last divergence: live {}{} / candidate {}{}",
+                d.live,
+                facts(&d.live_facts),
+                d.candidate,
+                facts(&d.candidate_facts)
+            );
+        }
+    }
+    out.push('\n');
 }
 
 /// Who calls one served service (from the registry), or why that is unknown.
