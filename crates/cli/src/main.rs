@@ -178,6 +178,15 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
     },
+    /// The strategy lab's speed: wall time, events/s and requests/s of `axle sim` on the
+    /// 10,000-provider, 1,000,000-request scenario (or SCENARIO).
+    Sim {
+        /// A scenario file instead of the built-in one (examples/sim/10k.toml).
+        scenario: Option<PathBuf>,
+        /// Print the numbers as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// How long a hot-swap takes: in the kernel, and from a saved manifest to serving.
     Swap {
         /// Print one JSON object instead of a table.
@@ -266,6 +275,9 @@ fn main() -> ExitCode {
             short,
         }) => commands::bench::rpc(manifest.as_deref(), json, seconds, &systems, sweep, short),
         Command::Bench(BenchCommand::Swap { json }) => commands::bench::swap(json),
+        Command::Bench(BenchCommand::Sim { scenario, json }) => {
+            commands::bench::sim(scenario.as_deref(), json)
+        }
         Command::Bench(BenchCommand::Gateway {
             manifest,
             json,

@@ -8,7 +8,7 @@ use crate::scenario::{ArrivalKind, Arrivals, RequestKind};
 pub struct ArrivalProcess {
     spec: Arrivals,
     rng: Rng,
-    /// Requests made so far.
+    /// Requests made so far (the engine makes the first one at time 0 itself).
     pub made: u64,
 }
 
@@ -17,7 +17,7 @@ impl ArrivalProcess {
         ArrivalProcess {
             spec: spec.clone(),
             rng,
-            made: 0,
+            made: 1,
         }
     }
 
@@ -131,8 +131,9 @@ mod tests {
         let mut s = spec(ArrivalKind::Constant);
         s.max_requests = Some(2);
         let mut a = ArrivalProcess::new(&s, Rng::new(1));
-        assert!(a.next(0).is_some() && a.next(1).is_some());
-        assert_eq!(a.next(2), None);
+        // The first request is at 0; the second follows; no third.
+        assert!(a.next(0).is_some());
+        assert_eq!(a.next(1), None);
     }
 
     #[test]

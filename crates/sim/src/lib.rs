@@ -42,25 +42,46 @@ pub fn run(
     manifest: Option<&std::path::Path>,
     seed: Option<u64>,
 ) -> anyhow::Result<Run> {
+    let path = manifest
+        .map(|p| p.to_path_buf())
+        .or_else(|| scenario.manifest.clone());
+    let loaded = axle_manifest::Manifest::load_or_embedded(path.as_deref())?;
+    let name = path.map_or("embedded defaults".to_string(), |p| p.display().to_string());
+    run_with(scenario, loaded, &name, seed)
+}
+
+/// [`run`] with a manifest already loaded, named `name` in the report.
+pub fn run_with(
+    scenario: &Scenario,
+    manifest: axle_manifest::Manifest,
+    name: &str,
+    seed: Option<u64>,
+) -> anyhow::Result<Run> {
     let mut s = scenario.clone();
     if let Some(seed) = seed {
         s.seed = seed;
     }
-    let path = manifest
-        .map(|p| p.to_path_buf())
-        .or_else(|| s.manifest.clone());
-    let loaded = axle_manifest::Manifest::load_or_embedded(path.as_deref())?;
-    let name = path.map_or("embedded defaults".to_string(), |p| p.display().to_string());
-    let mut engine = engine::Engine::new(&s, loaded)?;
+    let mut engine = engine::Engine::new(&s, manifest)?;
     let started = std::time::Instant::now();
     engine.run();
     let wall = started.elapsed();
     Ok(Run {
-        report: engine.rec.report(&s, &name),
+        report: engine.rec.report(&s, name),
         events: engine.counts.events,
         requests: engine.counts.requests,
         wall,
     })
+}
+
+/// The scenario `axle bench sim` runs (`examples/sim/10k.toml`: 10,000 providers,
+/// 1,000,000 requests) with the embedded manifest and `p2c-ewma` as the selector (what
+/// its `manifest` file says), so the bench needs no file.
+pub fn bench_scenario() -> anyhow::Result<(Scenario, axle_manifest::Manifest)> {
+    let mut s = Scenario::parse(include_str!("../../../examples/sim/10k.toml"))?;
+    s.manifest = None;
+    let mut m = axle_manifest::Manifest::embedded()?;
+    m.slots.selector = Some("p2c-ewma".into());
+    Ok((s, m))
 }
 
 #[cfg(test)]

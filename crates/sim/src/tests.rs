@@ -95,3 +95,11 @@ fn a_killed_provider_gets_no_traffic_after_its_ejection() {
     let failed: u64 = r.totals.errors.values().sum();
     assert!(failed < 20, "{:?}", r.totals);
 }
+
+#[test]
+fn the_bench_scenario_is_ten_thousand_providers_and_a_million_requests() {
+    let (s, m) = crate::bench_scenario().unwrap();
+    assert_eq!(s.provider_count(), 10_000);
+    assert_eq!(s.arrivals.max_requests, Some(1_000_000));
+    assert_eq!(m.slots.selector.as_deref(), Some("p2c-ewma"));
+}

@@ -262,3 +262,41 @@ pub fn hostile(seconds: f64, json: bool, only: Option<&str>) -> anyhow::Result<E
     );
     Ok(ExitCode::SUCCESS)
 }
+
+/// `axle bench sim`: the strategy lab's speed on `examples/sim/10k.toml` (10,000 providers,
+/// 1,000,000 requests, p2c-ewma deciding through wasm) or on `scenario`: wall time,
+/// events/s, requests/s. The bar is 60 s for that scenario.
+pub fn sim(scenario: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let run = match scenario {
+        Some(path) => axle_sim::run(&axle_sim::Scenario::load(path)?, None, None)?,
+        None => {
+            let (s, m) = axle_sim::bench_scenario()?;
+            axle_sim::run_with(&s, m, "embedded defaults + p2c-ewma", None)?
+        }
+    };
+    let wall = run.wall.as_secs_f64();
+    let per_s = |n: u64| n as f64 / wall.max(1e-9);
+    if json {
+        let out = serde_json::json!({
+            "providers": run.report.providers,
+            "requests": run.requests,
+            "events": run.events,
+            "simulated_s": run.report.duration_s,
+            "wall_s": wall,
+            "events_per_s": per_s(run.events),
+            "requests_per_s": per_s(run.requests),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "sim: {} providers, {} requests, {:.0} s simulated: {:.2} s wall, {:.0} events/s, {:.0} requests/s",
+            run.report.providers,
+            run.requests,
+            run.report.duration_s,
+            wall,
+            per_s(run.events),
+            per_s(run.requests)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
