@@ -294,4 +294,55 @@ limiter = \"two\"
         assert_eq!(limiter.counters().stats.calls, 13 + 12 + 1);
         server.shutdown(std::time::Duration::ZERO).await;
     }
+
+    /// No live limiter; a shadow concurrency limiter of two in flight, asked every time.
+    const SHADOW_TWO: &str = "\
+[plugins.two]
+kind = \"limiter\"
+component = \"builtin:adaptive-concurrency\"
+timeout-ms = 1000
+key-on = []
+[plugins.two.config]
+initial-limit = 2
+max-limit = 2
+[slots]
+shadow-limiter = \"two\"
+shadow-sample = 1.0
+";
+
+    #[tokio::test]
+    async fn a_shadow_limiter_hears_each_end_never_decides_and_swaps_out() {
+        let (_cache, host, server) = serve(
+            SHADOW_TWO,
+            Arc::new(|req| {
+                Box::pin(async move {
+                    Ok(Response {
+                        payload: req.payload,
+                        content_type: req.content_type,
+                    })
+                })
+            }),
+        )
+        .await;
+        let p = &server.pipeline;
+        let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
+        for i in 0..10 {
+            let ok = crate::pipeline::run(p, request(i, "echo", "a"), &peer).await;
+            assert_eq!(ok.meta.error_class, None, "request {i}");
+        }
+        // Had the shadow not heard each end, its limit of two would have been full from
+        // the third request on: every one would diverge.
+        let view = p.shadow_limiter.view().expect("a shadow");
+        assert_eq!((view.sampled, view.agreed, view.diverged), (10, 10, 0));
+        assert_eq!((view.live.as_str(), view.candidate.as_str()), ("", "two"));
+        let without = axle_manifest::Manifest::parse(
+            &SHADOW_TWO.replace("shadow-limiter = \"two\"\n", ""),
+            "t.toml",
+            std::path::Path::new("/"),
+        )
+        .unwrap();
+        server.limiter_slot().swap(&host, &without).unwrap();
+        assert!(p.shadow_limiter.view().is_none());
+        server.shutdown(std::time::Duration::ZERO).await;
+    }
 }
