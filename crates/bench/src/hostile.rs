@@ -26,9 +26,11 @@ pub const CALLERS: usize = 32;
 pub const OTHER_CALLERS: usize = 4;
 
 /// (case, behaviour, every, slow-call-us with quarantine-slow, 0: none): the baseline
-/// first.
+/// first, then the hostile fixture behaving, to show that a ratio measures the
+/// behaviour and not the fixture.
 pub const CASES: &[(&str, &str, i64, u64)] = &[
     ("baseline: round-robin", "", 0, 0),
+    ("the fixture, behaving", "none", 1, 0),
     ("panics on every call", "panic", 1, 0),
     ("panics on 1% of calls", "panic", 100, 0),
     ("spins on every call", "spin", 1, 0),

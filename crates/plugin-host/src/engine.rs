@@ -8,16 +8,84 @@
 //! No wasm backtraces on traps: capturing one walks the guest's stack on every fault,
 //! which a plugin that faults often turns into a cost on the request path; what a fault
 //! needs to say (its cause, the guest's own panic message in the log) is kept.
+//!
+//! Instances come from a pool of slots reserved once (wasmtime's pooling allocator), not
+//! from fresh mappings. A faulted instance is replaced off the request path, but with
+//! per-instance mappings every replacement still costs the request path: unmapping the
+//! dead store and the copy-on-write faults of the new one each flush the TLB of every
+//! core running the kernel, by an interrupt (`docs/sandbox.md`, "Instance slots"). A
+//! pooled slot keeps its plugin's memory image mapped and its dirty pages resident: the
+//! next instance of the same plugin finds them reset by a copy, and a replacement touches
+//! no other core. [`SLOTS_ENV`] sizes the pool; if it cannot be reserved, instances are
+//! mapped one by one as before.
 
 use std::time::Duration;
-use wasmtime::{Config, Engine, OptLevel};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+
+use crate::host_state::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES};
 
 /// The epoch period: the granularity of plugin call timeouts.
 pub const TICK: Duration = Duration::from_millis(1);
 
+/// The environment variable that sets how many plugin instances the pool holds at once
+/// (`0`: no pool, each instance mapped on its own).
+pub const SLOTS_ENV: &str = "AXLE_PLUGIN_SLOTS";
+
+/// Plugin instances alive at once by default. A kernel runs one instance per stateful
+/// plugin and one per core per serializer, plus a spare for each plugin that has faulted
+/// and, during a swap, the old and new side by side: a few dozen on a small machine, a
+/// few hundred on a large one. Each slot reserves address space for one 4 GiB linear
+/// memory (virtual, not resident).
+pub const DEFAULT_SLOTS: u32 = 1000;
+
+/// Dirty bytes of a freed memory slot reset in place by a copy and kept resident (the
+/// rest is given back to the kernel by `madvise`, which flushes the TLB): a Rust or C
+/// plugin's whole working set.
+const KEEP_RESIDENT: usize = 2 << 20;
+
+/// Elements one pooled table may hold (a JS or Python runtime's function table is tens
+/// of thousands; the memory budget counts them anyway, `host_state.rs`).
+const TABLE_ELEMENTS: usize = 1 << 20;
+
 /// Builds the engine and starts its epoch ticker (a thread that stops when the engine is
 /// dropped).
 pub fn new_engine() -> wasmtime::Result<Engine> {
+    let slots = match slots_from_env(std::env::var(SLOTS_ENV).ok().as_deref()) {
+        Ok(slots) => slots,
+        Err(e) => return Err(wasmtime::Error::msg(e)),
+    };
+    let engine = match slots {
+        0 => Engine::new(&config(None))?,
+        n => match Engine::new(&config(Some(n))) {
+            Ok(engine) => engine,
+            Err(e) => {
+                // A host that limits address space (`ulimit -v`) cannot reserve the pool;
+                // plugins still run, each instance mapped on its own.
+                tracing::warn!(
+                    slots = n,
+                    "cannot reserve the plugin instance pool ({e:#}); mapping each \
+                     instance on its own (set {SLOTS_ENV} lower, or 0 to silence this)"
+                );
+                Engine::new(&config(None))?
+            }
+        },
+    };
+    start_ticker(engine.weak());
+    Ok(engine)
+}
+
+/// Reads [`SLOTS_ENV`]: unset means [`DEFAULT_SLOTS`].
+fn slots_from_env(value: Option<&str>) -> Result<u32, String> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(DEFAULT_SLOTS),
+        Some(v) => v
+            .parse()
+            .map_err(|_| format!("{SLOTS_ENV}={v}: a number of plugin instances (0: no pool)")),
+    }
+}
+
+/// The engine's configuration, with a pool of `slots` instances or none.
+pub(crate) fn config(slots: Option<u32>) -> Config {
     let mut config = Config::new();
     config
         .wasm_component_model(true)
@@ -25,9 +93,29 @@ pub fn new_engine() -> wasmtime::Result<Engine> {
         .wasm_backtrace_max_frames(None)
         .cranelift_opt_level(OptLevel::Speed)
         .parallel_compilation(true);
-    let engine = Engine::new(&config)?;
-    start_ticker(engine.weak());
-    Ok(engine)
+    if let Some(slots) = slots {
+        let mut pool = PoolingAllocationConfig::new();
+        // Instances are counted, not reserved: room for the core instances of each
+        // component (a few for Rust or C, dozens for Python or JS). Memories and tables
+        // reserve address space: one of each per slot, more where a runtime needs them.
+        pool.total_component_instances(slots)
+            .total_core_instances(slots.saturating_mul(MAX_INSTANCES as u32 / 4))
+            .total_memories(slots)
+            .total_tables(slots.saturating_mul(2))
+            // Above the store's own limits, so that those (`host_state.rs`) refuse a
+            // guest that asks too much, with their message, at instantiation.
+            .max_memories_per_module(2 * MAX_MEMORIES as u32)
+            .max_tables_per_module(2 * MAX_TABLES as u32)
+            .max_core_instances_per_component(2 * MAX_INSTANCES as u32)
+            .table_elements(TABLE_ELEMENTS)
+            .max_core_instance_size(16 << 20)
+            .max_component_instance_size(16 << 20)
+            .linear_memory_keep_resident(KEEP_RESIDENT)
+            .table_keep_resident(64 << 10)
+            .max_unused_warm_slots(16);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    config
 }
 
 fn start_ticker(engine: wasmtime::EngineWeak) {
@@ -51,4 +139,25 @@ fn start_ticker(engine: wasmtime::EngineWeak) {
 pub fn deadline_ticks(timeout_ms: u64) -> u64 {
     let tick_ms = TICK.as_millis().max(1) as u64;
     timeout_ms.div_ceil(tick_ms) + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_default_parse_and_refuse_garbage() {
+        assert_eq!(slots_from_env(None), Ok(DEFAULT_SLOTS));
+        assert_eq!(slots_from_env(Some(" ")), Ok(DEFAULT_SLOTS));
+        assert_eq!(slots_from_env(Some("0")), Ok(0));
+        assert_eq!(slots_from_env(Some("64")), Ok(64));
+        let err = slots_from_env(Some("many")).unwrap_err();
+        assert!(err.contains(SLOTS_ENV) && err.contains("many"), "{err}");
+    }
+
+    #[test]
+    fn a_pooled_engine_and_an_unpooled_one_both_build() {
+        Engine::new(&config(Some(8))).expect("a small pool");
+        Engine::new(&config(None)).expect("no pool");
+    }
 }

@@ -192,7 +192,7 @@ mod tests {
     //! many tables, or memories that each fit the budget but not together.
 
     use super::*;
-    use wasmtime::{Instance, Module, Store};
+    use wasmtime::{Engine, Instance, Module, Store};
 
     /// Unsigned LEB128, the binary format's integer encoding.
     fn leb(mut n: u32, out: &mut Vec<u8>) {
@@ -295,5 +295,36 @@ mod tests {
         instantiate(&module(1, 15, 1, 1_000), 1).expect("fits");
         let err = instantiate(&module(1, 15, 1, 10_000), 1).unwrap_err();
         assert!(err.contains("table"), "{err}");
+    }
+
+    #[test]
+    fn a_full_instance_pool_is_an_unavailable_fault_that_says_what_to_raise() {
+        let engine = Engine::new(&crate::engine::config(Some(1))).expect("a pool of one");
+        let module = Module::new(&engine, module(1, 1, 0, 0)).expect("a valid module");
+        let store = || {
+            let owner = Owner {
+                plugin: "pooled".into(),
+                kind: "selector",
+                stats: Arc::new(PluginStats::default()),
+            };
+            let mut store = Store::new(
+                &engine,
+                HostState::new(owner, axle_facts::FactsTable::new(), 64 << 20),
+            );
+            store.limiter(|s| s as &mut dyn ResourceLimiter);
+            store
+        };
+        let mut first = store();
+        Instance::new(&mut first, &module, &[]).expect("the one slot");
+        let mut second = store();
+        let err = Instance::new(&mut second, &module, &[]).expect_err("no slot left");
+        match crate::sandbox::classify(err, &second, 20) {
+            crate::stats::Fault::Unavailable(msg) => {
+                assert!(msg.contains(crate::engine::SLOTS_ENV), "{msg}")
+            }
+            other => panic!("not unavailable: {other}"),
+        }
+        drop(first);
+        Instance::new(&mut store(), &module, &[]).expect("the slot is free again");
     }
 }

@@ -391,12 +391,18 @@ impl<K: Kind> Instance<K> {
 }
 
 /// Sorts a wasmtime error into a [`Fault`].
-fn classify(err: wasmtime::Error, store: &Store<HostState>, timeout_ms: u64) -> Fault {
+pub(crate) fn classify(err: wasmtime::Error, store: &Store<HostState>, timeout_ms: u64) -> Fault {
     if store.data().memory_denied {
         return Fault::Memory;
     }
     if store.data().blocked {
         return Fault::Blocked;
+    }
+    if let Some(full) = err.downcast_ref::<wasmtime::PoolConcurrencyLimitError>() {
+        return Fault::Unavailable(format!(
+            "{full}: the plugin instance pool is full (raise {})",
+            super::engine::SLOTS_ENV
+        ));
     }
     match err.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => Fault::Timeout(timeout_ms),
