@@ -128,6 +128,13 @@ impl LineSink {
     fn emit(&mut self) {
         let line = String::from_utf8_lossy(&self.line);
         let line = line.trim_end_matches('\r');
+        // A blank line says nothing and would spend the budget: Rust's panic message,
+        // for one, starts with a newline.
+        if line.trim().is_empty() {
+            self.line.clear();
+            self.cut = false;
+            return;
+        }
         if let Some(dropped) = self.out.stats.output.take() {
             let (plugin, kind, cut) = (&*self.out.plugin, self.out.kind, self.cut);
             match self.out.stream {
@@ -208,8 +215,13 @@ mod tests {
         for _ in 0..1000 {
             s.push(b"flood\n");
         }
+        s.push(b"\n \r\n");
         let (logged, dropped) = (budget.logged.load(Relaxed), budget.dropped.load(Relaxed));
-        assert_eq!(logged + dropped, 1003);
+        assert_eq!(
+            logged + dropped,
+            1003,
+            "blank lines are neither logged nor dropped"
+        );
         assert!(logged <= BURST as u64 + 5, "logged {logged}");
         assert!(dropped >= 900, "dropped {dropped}");
     }
