@@ -256,6 +256,34 @@ fn a_shadow_limiter_that_would_reject_never_rejects() {
         l.starts_with("axle_shadow_diverged_total") && l.ends_with(&format!(" {}", calls - 1))
     });
     assert!(found, "expected a line like {line}:\n{}", metrics.body);
+
+    // The dashboard's shadow table shows it (in a headless browser, when there is one).
+    let Some(browser) = axle_host_tests::webdriver::Browser::start_or_skip("shadow") else {
+        return;
+    };
+    browser.goto(&format!("http://{admin}/"));
+    let row = || {
+        browser.execute(
+            "const r = document.querySelector('#shadows tr.shadow[data-plugin=\"tight\"]'); \
+             return r ? Array.from(r.cells).map(c => c.textContent) : null;",
+        )
+    };
+    let shown =
+        axle_host_tests::etcd::wait_until(std::time::Duration::from_secs(30), || row().is_array());
+    assert!(shown.is_some(), "the dashboard lists the shadow: {}", row());
+    let cells: Vec<String> = row()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(cells[2], "limiter", "{cells:?}");
+    assert_eq!(cells[3], "token-bucket", "{cells:?}");
+    assert!(cells[7].starts_with(&(calls - 1).to_string()), "{cells:?}");
+    assert!(
+        cells[9].contains("reject"),
+        "the latest divergence: {cells:?}"
+    );
 }
 
 #[test]
