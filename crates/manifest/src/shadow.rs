@@ -57,7 +57,9 @@ fn live_names(m: &Manifest) -> BTreeSet<&str> {
 }
 
 /// No shadow is a plugin some live slot uses (it would share its instance and state).
-pub(crate) fn check_apart(m: &Manifest) -> Result<(), KeyError> {
+/// Loading checks it; so does anything that changes a loaded manifest's slots (a swap):
+/// the error is the dotted key and the reason.
+pub fn check_apart(m: &Manifest) -> Result<(), KeyError> {
     let live = live_names(m);
     let tables = std::iter::once(("slots.".to_string(), &m.slots)).chain(
         m.services

@@ -162,7 +162,9 @@ impl Swapper {
 }
 
 /// Sets `slot` to `plugin` in `manifest`, checking the plugin exists and has the slot's
-/// kind.
+/// kind, and that no shadow is left sharing a live plugin (the table's own shadow going
+/// live is promoted out of its shadow slot; `manifest` is the caller's copy, dropped on an
+/// error).
 pub fn fill_slot(manifest: &mut Manifest, slot: &str, plugin: &str) -> anyhow::Result<()> {
     use axle_manifest::PluginKind;
     let (service, slot_name) = match slot.rsplit_once('.') {
@@ -205,6 +207,20 @@ pub fn fill_slot(manifest: &mut Manifest, slot: &str, plugin: &str) -> anyhow::R
         Some(s) => manifest.services.entry(s.to_string()).or_default(),
         None => &mut manifest.slots,
     };
+    // A table's shadow going live is promoted: it leaves the shadow slot (a plugin never
+    // decides live and in the shadow at once, `docs/shadow.md`).
+    match kind {
+        PluginKind::Selector if slots.shadow_selector.as_deref() == Some(plugin) => {
+            slots.shadow_selector = None
+        }
+        PluginKind::Router if slots.shadow_routers.as_ref().is_some_and(|s| s == &names) => {
+            slots.shadow_routers = None
+        }
+        PluginKind::Limiter if slots.shadow_limiter.as_deref() == Some(plugin) => {
+            slots.shadow_limiter = None
+        }
+        _ => {}
+    }
     match kind {
         PluginKind::Selector => slots.selector = Some(plugin.to_string()),
         PluginKind::Serializer => slots.serializer = Some(plugin.to_string()),
@@ -216,7 +232,8 @@ pub fn fill_slot(manifest: &mut Manifest, slot: &str, plugin: &str) -> anyhow::R
         }
         PluginKind::Interceptor => slots.server_interceptors = Some(names),
     }
-    Ok(())
+    axle_manifest::shadow::check_apart(manifest)
+        .map_err(|(key, reason)| anyhow::anyhow!("slot `{slot}`: {key}: {reason}"))
 }
 
 #[cfg(test)]
@@ -242,6 +259,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("no slot `balancer`"), "{err}");
+    }
+
+    #[test]
+    fn a_shadow_going_live_is_promoted_and_no_live_plugin_becomes_a_shadow_elsewhere() {
+        let text = "[services.echo.slots]\nshadow-selector = \"random\"\n\
+                    [services.kv.slots]\nshadow-selector = \"p2c-ewma\"\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.toml");
+        std::fs::write(&path, text).unwrap();
+        let mut m = Manifest::load(&path).unwrap();
+        fill_slot(&mut m, "echo.selector", "random").unwrap();
+        let echo = m.slots_for("echo");
+        assert_eq!(echo.selector.as_deref(), Some("random"));
+        assert_eq!(echo.shadow_selector, None, "promoted");
+        // kv's shadow would decide live for echo as well: refused.
+        let err = fill_slot(&mut m, "echo.selector", "p2c-ewma")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("services.kv.slots.shadow-selector"), "{err}");
     }
 
     #[test]
