@@ -1,5 +1,6 @@
-//! When requests arrive (constant, Poisson, bursts) and what each one is (the request
-//! mix: method, tags, hash key).
+//! When requests arrive (constant, Poisson, bursts; or closed-loop callers, whose next
+//! call waits for the previous answer) and what each one is (the request mix: method,
+//! tags, hash key).
 
 use crate::rng::Rng;
 use crate::scenario::{ArrivalKind, Arrivals, RequestKind};
@@ -8,7 +9,7 @@ use crate::scenario::{ArrivalKind, Arrivals, RequestKind};
 pub struct ArrivalProcess {
     spec: Arrivals,
     rng: Rng,
-    /// Requests made so far (the engine makes the first one at time 0 itself).
+    /// Requests made so far.
     pub made: u64,
 }
 
@@ -17,7 +18,7 @@ impl ArrivalProcess {
         ArrivalProcess {
             spec: spec.clone(),
             rng,
-            made: 1,
+            made: 0,
         }
     }
 
@@ -37,18 +38,34 @@ impl ArrivalProcess {
         }
     }
 
-    /// The next arrival after one at `now` (ns); `None` once `max-requests` were made.
-    pub fn next(&mut self, now: u64) -> Option<u64> {
+    /// Counts a request about to be made; false once `max-requests` were made.
+    pub fn admit(&mut self) -> bool {
         if self.spec.max_requests.is_some_and(|m| self.made >= m) {
-            return None;
+            return false;
         }
         self.made += 1;
+        true
+    }
+
+    /// Closed loop: (callers, pause after an answer in ns, at least 1 µs so a caller
+    /// whose calls fail at once still lets time pass). `None`: open arrivals.
+    pub fn closed(&self) -> Option<(u32, u64)> {
+        (self.spec.kind == ArrivalKind::Closed).then(|| {
+            let think = (self.spec.think_ms * 1e6) as u64;
+            (self.spec.workers.unwrap_or(1), think.max(1_000))
+        })
+    }
+
+    /// Open arrivals: the next one after one at `now` (ns).
+    pub fn next(&mut self, now: u64) -> u64 {
         let rate = self.rate_at(now);
         let gap_s = match self.spec.kind {
             ArrivalKind::Constant => 1.0 / rate,
-            ArrivalKind::Poisson | ArrivalKind::Bursts => self.rng.exp(1.0 / rate),
+            ArrivalKind::Poisson | ArrivalKind::Bursts | ArrivalKind::Closed => {
+                self.rng.exp(1.0 / rate)
+            }
         };
-        Some(now + ((gap_s * 1e9) as u64).max(1))
+        now + ((gap_s * 1e9) as u64).max(1)
     }
 }
 
@@ -97,6 +114,8 @@ mod tests {
             kind,
             rate_per_s: 100.0,
             max_requests: None,
+            workers: None,
+            think_ms: 0.0,
             burst_rate_per_s: Some(1000.0),
             burst_every_s: Some(10.0),
             burst_length_s: Some(1.0),
@@ -110,7 +129,7 @@ mod tests {
             if t >= (from_s * 1e9) as u64 {
                 n += 1;
             }
-            t = a.next(t).unwrap();
+            t = a.next(t);
         }
         n
     }
@@ -131,9 +150,15 @@ mod tests {
         let mut s = spec(ArrivalKind::Constant);
         s.max_requests = Some(2);
         let mut a = ArrivalProcess::new(&s, Rng::new(1));
-        // The first request is at 0; the second follows; no third.
-        assert!(a.next(0).is_some());
-        assert_eq!(a.next(1), None);
+        assert!(a.admit() && a.admit());
+        assert!(!a.admit());
+        assert_eq!(a.closed(), None);
+        s.kind = ArrivalKind::Closed;
+        s.workers = Some(16);
+        assert_eq!(
+            ArrivalProcess::new(&s, Rng::new(1)).closed(),
+            Some((16, 1_000))
+        );
     }
 
     #[test]

@@ -17,7 +17,6 @@ use axle_wire::ErrorClass;
 
 use crate::arrivals::{ArrivalProcess, Mix};
 use crate::caller::{Candidates, Kernel};
-use crate::faults::Action;
 use crate::provider::{Arrive, Provider};
 use crate::report::Recorder;
 use crate::rng::Rng;
@@ -25,7 +24,7 @@ use crate::scenario::Scenario;
 
 /// What happens at an instant. Ties at one instant run in the order they were scheduled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Ev {
+pub(crate) enum Ev {
     Arrival,
     /// A provider finished attempt `att` (if it still has epoch `epoch`), with an
     /// `internal` error or not.
@@ -48,6 +47,10 @@ enum Ev {
     Heartbeat,
     /// Fault timeline entry `i`.
     Fault(u32),
+    /// The callers' connections to killed provider `p` noticed it closed.
+    Closed {
+        p: u32,
+    },
     /// Discovery's list update for provider `p`: listed or not.
     Listing {
         p: u32,
@@ -89,30 +92,30 @@ pub struct RunCounts {
 
 /// A simulation in progress.
 pub struct Engine<'s> {
-    s: &'s Scenario,
+    pub(crate) s: &'s Scenario,
     clock: VirtualClock,
     heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
-    now: u64,
+    pub(crate) now: u64,
     end: u64,
     pub kernel: Kernel,
     pub providers: Vec<Provider>,
     arrivals: ArrivalProcess,
     mix: Mix,
     latency_rng: Rng,
-    timeline: Vec<(u64, Action)>,
+    timeline: Vec<(u64, crate::faults::Action)>,
     calls: Vec<Call>,
     free_calls: Vec<u32>,
     atts: Vec<Att>,
     serial: u32,
-    discovery_held: bool,
+    pub(crate) discovery_held: bool,
     /// Listing changes discovery could not deliver during an outage.
-    held: Vec<(u32, bool)>,
+    pub(crate) held: Vec<(u32, bool)>,
     pub rec: Recorder,
     pub counts: RunCounts,
 }
 
-fn ns(secs: f64) -> u64 {
+pub(crate) fn ns(secs: f64) -> u64 {
     (secs * 1e9) as u64
 }
 
@@ -157,7 +160,7 @@ impl<'s> Engine<'s> {
         })
     }
 
-    fn at(&mut self, t: u64, ev: Ev) {
+    pub(crate) fn at(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
         self.heap.push(Reverse((t, self.seq, ev)));
     }
@@ -165,7 +168,11 @@ impl<'s> Engine<'s> {
     /// Runs to the scenario's end.
     pub fn run(&mut self) {
         self.kernel.publish(&self.providers);
-        self.at(0, Ev::Arrival);
+        match self.arrivals.closed() {
+            // Each caller starts a nanosecond after the previous one: a fixed order.
+            Some((workers, _)) => (0..u64::from(workers)).for_each(|i| self.at(i, Ev::Arrival)),
+            None => self.at(0, Ev::Arrival),
+        }
         let score = self.kernel.settings.score_interval.as_nanos() as u64;
         let beat = self.kernel.settings.heartbeat_interval.as_nanos() as u64;
         self.at(score, Ev::Score);
@@ -212,8 +219,9 @@ impl<'s> Engine<'s> {
                     self.rec.health(t, &changes, &self.providers);
                     self.at(t + beat, Ev::Heartbeat);
                 }
-                Ev::Fault(i) => self.fault(self.timeline[i as usize].1),
+                Ev::Fault(i) => self.apply(self.timeline[i as usize].1),
                 Ev::Listing { p, listed } => self.listing(p, listed),
+                Ev::Closed { p } => self.closed(p as usize),
             }
         }
         self.rec.tables = self.kernel.tables;
@@ -226,7 +234,11 @@ impl<'s> Engine<'s> {
     }
 
     fn arrival(&mut self) {
-        if let Some(next) = self.arrivals.next(self.now) {
+        if !self.arrivals.admit() {
+            return;
+        }
+        if self.arrivals.closed().is_none() {
+            let next = self.arrivals.next(self.now);
             self.at(next, Ev::Arrival);
         }
         self.counts.requests += 1;
@@ -240,7 +252,7 @@ impl<'s> Engine<'s> {
                 target: format!("{}/{}", self.s.service, self.s.requests[kind].method),
             };
             self.rec.call_ended(self.now, 0, &Err(err));
-            return;
+            return self.caller_free();
         }
         let timeout = policy.governance.timeout().as_nanos() as u64;
         self.kernel.budget.deposit();
@@ -251,7 +263,7 @@ impl<'s> Engine<'s> {
                 axle_client::decide::verdict(&Err(err.clone()), false),
             );
             self.rec.call_ended(self.now, 0, &Err(err));
-            return;
+            return self.caller_free();
         };
         self.serial = self.serial.wrapping_add(1);
         let call = Call {
@@ -325,12 +337,21 @@ impl<'s> Engine<'s> {
         match provider.arrive(id, self.now, &mut self.latency_rng) {
             Arrive::Refused => {
                 let addr = provider.address.clone();
+                let reason = "connection refused".into();
                 self.result(
                     id,
                     Err(CallError::Transport(TransportError::Connect {
                         addr,
-                        reason: "connection refused".into(),
+                        reason,
                     })),
+                );
+            }
+            Arrive::Reset => {
+                let addr = provider.address.clone();
+                let reason = "write failed: connection reset by peer".into();
+                self.result(
+                    id,
+                    Err(CallError::Transport(TransportError::Reset { addr, reason })),
                 );
             }
             Arrive::Hang | Arrive::Queued => {}
@@ -390,7 +411,7 @@ impl<'s> Engine<'s> {
     }
 
     /// An attempt's result reaches its caller: feedback, then the retry decision.
-    fn result(&mut self, att: u32, result: Result<Reply, CallError>) {
+    pub(crate) fn result(&mut self, att: u32, result: Result<Reply, CallError>) {
         let a = &mut self.atts[att as usize];
         if !a.live {
             return;
@@ -494,93 +515,14 @@ impl<'s> Engine<'s> {
             .record(c.permit, axle_client::decide::verdict(&result, slow));
         self.rec.call_ended(self.now, took, &result);
         self.free_calls.push(call);
+        self.caller_free();
     }
 
-    fn fault(&mut self, action: Action) {
-        self.rec.fault(self.now, &action, &self.providers);
-        match action {
-            Action::Kill(p) => {
-                for att in self.providers[p].kill() {
-                    let addr = self.providers[p].address.clone();
-                    self.result(
-                        att,
-                        Err(CallError::Transport(TransportError::Reset {
-                            addr,
-                            reason: "connection closed".into(),
-                        })),
-                    );
-                }
-                // Its connections closed: the re-dial is refused, unreachable at once.
-                let ep = &self.kernel.endpoints[p];
-                if ep.health.mark_unreachable() {
-                    self.kernel.publish(&self.providers);
-                    self.rec.health(
-                        self.now,
-                        &[(p as u32, axle_client::health::HealthChange::Unreachable)],
-                        &self.providers,
-                    );
-                }
-                if self.s.discovery_ttl_s > 0.0 {
-                    let t = self.now + ns(self.s.discovery_ttl_s);
-                    self.at(
-                        t,
-                        Ev::Listing {
-                            p: p as u32,
-                            listed: false,
-                        },
-                    );
-                }
-            }
-            Action::Start(p) => {
-                let now_ms = self.now / 1_000_000;
-                self.providers[p].restart(now_ms);
-                if self.s.discovery_ttl_s > 0.0 && !self.kernel.endpoints[p].listed {
-                    self.at(
-                        self.now,
-                        Ev::Listing {
-                            p: p as u32,
-                            listed: true,
-                        },
-                    );
-                }
-            }
-            Action::Hang(p, share) => self.providers[p].hang_share = share,
-            Action::Slow(p, f) => self.providers[p].slow = f,
-            Action::Partition(p, on) => self.providers[p].partitioned = on,
-            Action::Slots(p, slots) => self.providers[p].set_slots(slots),
-            Action::DiscoveryOutage(on) => {
-                self.discovery_held = on;
-                if !on {
-                    for (p, listed) in std::mem::take(&mut self.held) {
-                        self.listing(p, listed);
-                    }
-                }
-            }
+    /// A call ended: a closed-loop caller calls again after its pause.
+    fn caller_free(&mut self) {
+        if let Some((_, think)) = self.arrivals.closed() {
+            self.at(self.now + think, Ev::Arrival);
         }
-    }
-
-    /// Discovery lists (or drops) provider `p`; held during an outage.
-    fn listing(&mut self, p: u32, listed: bool) {
-        if self.discovery_held {
-            self.held.push((p, listed));
-            return;
-        }
-        // Dropped only if still down, listed only if up: the latest state wins.
-        let up = self.providers[p as usize].up;
-        if listed != up {
-            return;
-        }
-        let ep = &mut self.kernel.endpoints[p as usize];
-        if ep.listed == listed {
-            return;
-        }
-        ep.listed = listed;
-        if listed {
-            // A new process: judged on what it does from now on.
-            axle_client::health::redial::readmit_parts(&ep.cell, &ep.breaker, &ep.health);
-        }
-        self.kernel.publish(&self.providers);
-        self.rec.listing(self.now, p, listed);
     }
 }
 

@@ -3,6 +3,11 @@
 //! `half-dead` for a while is a hang share set and cleared. The engine only ever applies
 //! [`Action`]s.
 
+use axle_client::health::HealthChange;
+use axle_client::CallError;
+use axle_transport::TransportError;
+
+use crate::engine::{ns, Engine, Ev};
 use crate::scenario::{FaultKind, Scenario};
 
 /// One primitive change.
@@ -89,6 +94,99 @@ pub fn timeline(s: &Scenario) -> Vec<(u64, Action)> {
     }
     out.sort_by_key(|(t, _)| *t);
     out
+}
+
+impl Engine<'_> {
+    /// Applies one action of the script at the engine's current time.
+    pub(crate) fn apply(&mut self, action: Action) {
+        self.rec.fault(self.now, &action, &self.providers);
+        match action {
+            Action::Kill(p) => {
+                let notice = (self.s.connection_close_ms * 1e6) as u64;
+                for att in self.providers[p].kill(self.now, notice) {
+                    let addr = self.providers[p].address.clone();
+                    let reason = "connection closed".into();
+                    self.result(
+                        att,
+                        Err(CallError::Transport(TransportError::Reset { addr, reason })),
+                    );
+                }
+                self.at(self.now + notice, Ev::Closed { p: p as u32 });
+                if self.s.discovery_ttl_s > 0.0 {
+                    let t = self.now + ns(self.s.discovery_ttl_s);
+                    self.at(
+                        t,
+                        Ev::Listing {
+                            p: p as u32,
+                            listed: false,
+                        },
+                    );
+                }
+            }
+            Action::Start(p) => {
+                let now_ms = self.now / 1_000_000;
+                self.providers[p].restart(now_ms);
+                if self.s.discovery_ttl_s > 0.0 && !self.kernel.endpoints[p].listed {
+                    self.at(
+                        self.now,
+                        Ev::Listing {
+                            p: p as u32,
+                            listed: true,
+                        },
+                    );
+                }
+            }
+            Action::Hang(p, share) => self.providers[p].hang_share = share,
+            Action::Slow(p, f) => self.providers[p].slow = f,
+            Action::Partition(p, on) => self.providers[p].partitioned = on,
+            Action::Slots(p, slots) => self.providers[p].set_slots(slots),
+            Action::DiscoveryOutage(on) => {
+                self.discovery_held = on;
+                if !on {
+                    for (p, listed) in std::mem::take(&mut self.held) {
+                        self.listing(p, listed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The callers' connections to killed provider `p` closed: the re-dial is refused,
+    /// so it is unreachable and out of rotation (unless it was started again meanwhile).
+    pub(crate) fn closed(&mut self, p: usize) {
+        if self.providers[p].up {
+            return;
+        }
+        if self.kernel.endpoints[p].health.mark_unreachable() {
+            self.kernel.publish(&self.providers);
+            let change = [(p as u32, HealthChange::Unreachable)];
+            self.rec.health(self.now, &change, &self.providers);
+        }
+    }
+
+    /// Discovery lists (or drops) provider `p`; held during an outage.
+    pub(crate) fn listing(&mut self, p: u32, listed: bool) {
+        if self.discovery_held {
+            self.held.push((p, listed));
+            return;
+        }
+        // Dropped only if still down, listed only if up: the latest state wins.
+        let up = self.providers[p as usize].up;
+        if listed != up {
+            return;
+        }
+        let ep = &mut self.kernel.endpoints[p as usize];
+        if ep.listed == listed {
+            return;
+        }
+        ep.listed = listed;
+        if listed {
+            // A new process: judged on what it does from now on.
+            axle_client::health::redial::readmit_parts(&ep.cell, &ep.breaker, &ep.health);
+        }
+        self.kernel.publish(&self.providers);
+        self.rec.listing(self.now, p, listed);
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,9 @@ pub struct Provider {
     pub slow: f64,
     /// Bumped when it is killed: answers due from before are never delivered.
     pub epoch: u32,
+    /// Killed: until this virtual ns its callers' connections have not noticed, and a
+    /// request written into one is reset.
+    pub closing_until: u64,
     /// Virtual ms it (re)started at: warm-up counts from there.
     pub started_ms: u64,
     busy: u32,
@@ -50,6 +53,8 @@ pub struct Provider {
 pub enum Arrive {
     /// Connection refused: the process is gone.
     Refused,
+    /// Written into a connection to a process that just died: reset.
+    Reset,
     /// No answer ever (partitioned, or a half-dead provider's hung call).
     Hang,
     /// Served: the answer is due at this virtual ns, an `internal` error or not.
@@ -83,6 +88,7 @@ impl Provider {
             hang_share: 0.0,
             slow: 1.0,
             epoch: 0,
+            closing_until: 0,
             started_ms: 0,
             busy: 0,
             queue: VecDeque::new(),
@@ -106,7 +112,11 @@ impl Provider {
     /// Attempt `attempt` reaches the provider at `now`.
     pub fn arrive(&mut self, attempt: u32, now: u64, rng: &mut Rng) -> Arrive {
         if !self.up {
-            return Arrive::Refused;
+            return if now < self.closing_until {
+                Arrive::Reset
+            } else {
+                Arrive::Refused
+            };
         }
         if self.partitioned || (self.hang_share > 0.0 && rng.f64() < self.hang_share) {
             return Arrive::Hang;
@@ -151,9 +161,11 @@ impl Provider {
         None
     }
 
-    /// Killed: every attempt it held fails (returned), nothing it was doing answers.
-    pub fn kill(&mut self) -> Vec<u32> {
+    /// Killed at `now`, its callers noticing `notice_ns` later: every attempt it held
+    /// fails (returned), nothing it was doing answers.
+    pub fn kill(&mut self, now: u64, notice_ns: u64) -> Vec<u32> {
         self.up = false;
+        self.closing_until = now + notice_ns;
         self.epoch = self.epoch.wrapping_add(1);
         self.busy = 0;
         self.queue.clear();
@@ -242,8 +254,9 @@ mod tests {
         let mut rng = Rng::new(1);
         p.arrive(1, 0, &mut rng);
         p.arrive(2, 0, &mut rng);
-        assert_eq!(p.kill(), vec![1, 2]);
-        assert_eq!(p.arrive(3, 0, &mut rng), Arrive::Refused);
+        assert_eq!(p.kill(10, 5), vec![1, 2]);
+        assert_eq!(p.arrive(3, 12, &mut rng), Arrive::Reset, "not noticed yet");
+        assert_eq!(p.arrive(3, 15, &mut rng), Arrive::Refused);
         assert!(!p.answers());
         p.restart(5);
         assert!(p.answers());

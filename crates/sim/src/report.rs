@@ -103,8 +103,12 @@ pub struct Totals {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Point {
+    /// The bucket's end (virtual s).
     pub t_s: f64,
     pub requests: u64,
+    /// Calls that ended in the bucket, answered or failed.
+    pub ok: u64,
+    pub errors: u64,
     pub success_rate: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
@@ -360,6 +364,8 @@ impl Recorder {
                 Point {
                     t_s: ms((b as u64 + 1) * self.sample_ns) / 1e3,
                     requests: bucket.requests,
+                    ok: bucket.ok,
+                    errors: bucket.errors,
                     success_rate: ratio(bucket.ok, bucket.ok + bucket.errors),
                     p50_ms: ms(l.p50_ns),
                     p99_ms: ms(l.p99_ns),

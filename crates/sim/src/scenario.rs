@@ -28,6 +28,11 @@ pub struct Scenario {
     /// a restart lists it again (s). 0: a static list, nothing ever leaves it.
     #[serde(default)]
     pub discovery_ttl_s: f64,
+    /// How long after a provider dies its callers' connections notice (ms): calls written
+    /// into them meanwhile fail with a reset (the peer's RST answers the write), then the
+    /// re-dial is refused and the endpoint is unreachable.
+    #[serde(default = "close_ms")]
+    pub connection_close_ms: f64,
     /// Endpoints reported one by one (besides the groups and the top ones).
     #[serde(default)]
     pub watch: Vec<String>,
@@ -43,10 +48,18 @@ pub struct Scenario {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Arrivals {
-    /// `constant` (evenly spaced), `poisson` or `bursts`.
+    /// `constant` (evenly spaced), `poisson`, `bursts` (open: arrivals do not wait for
+    /// answers), or `closed`: `workers` callers, each calling again `think-ms` after its
+    /// previous call ended (as a load generator's tasks do).
     pub kind: ArrivalKind,
-    /// Requests per second (between bursts for `bursts`).
+    /// Requests per second (between bursts for `bursts`); not for `closed`.
+    #[serde(default)]
     pub rate_per_s: f64,
+    /// `closed`: the number of callers.
+    pub workers: Option<u32>,
+    /// `closed`: the pause between a call's end and the caller's next call (ms).
+    #[serde(default)]
+    pub think_ms: f64,
     /// Stop after this many requests (the duration still bounds the run).
     pub max_requests: Option<u64>,
     /// `bursts`: the rate during a burst.
@@ -63,6 +76,7 @@ pub enum ArrivalKind {
     Constant,
     Poisson,
     Bursts,
+    Closed,
 }
 
 /// One kind of request in the mix.
@@ -183,6 +197,9 @@ fn hundred() -> u32 {
 fn thousand() -> u64 {
     1000
 }
+fn close_ms() -> f64 {
+    1.0
+}
 fn echo() -> String {
     "echo".into()
 }
@@ -238,8 +255,18 @@ impl Scenario {
             bail!("sample-ms: must be at least 1");
         }
         non_negative("discovery-ttl-s", self.discovery_ttl_s)?;
+        non_negative("connection-close-ms", self.connection_close_ms)?;
         let a = &self.arrivals;
-        positive("arrivals.rate-per-s", a.rate_per_s)?;
+        non_negative("arrivals.think-ms", a.think_ms)?;
+        if a.kind == ArrivalKind::Closed {
+            match a.workers {
+                Some(w) if (1..=1_000_000).contains(&w) => {}
+                Some(w) => bail!("arrivals.workers: between 1 and 1000000, got {w}"),
+                None => bail!("arrivals.workers: required for kind = \"closed\""),
+            }
+        } else {
+            positive("arrivals.rate-per-s", a.rate_per_s)?;
+        }
         if a.kind == ArrivalKind::Bursts {
             for (key, v) in [
                 ("arrivals.burst-rate-per-s", a.burst_rate_per_s),
@@ -465,6 +492,11 @@ latency = { kind = "lognormal", p50-ms = 2, p99-ms = 20 }
         assert!(error("[[requests]]\nweight = -1\n").contains("requests[0].weight"));
         let unknown = error("[[providers]]\nname = \"q\"\nlatncy = 1\n");
         assert!(unknown.contains("latncy"), "{unknown}");
+        let closed = Scenario::parse(&BASE.replace("\"poisson\"", "\"closed\"")).unwrap_err();
+        assert!(
+            closed.to_string().contains("arrivals.workers: required"),
+            "{closed}"
+        );
         let bursts = Scenario::parse(&BASE.replace("\"poisson\"", "\"bursts\"")).unwrap_err();
         assert!(
             bursts.to_string().contains("arrivals.burst-rate-per-s"),
