@@ -103,3 +103,17 @@ fn the_bench_scenario_is_ten_thousand_providers_and_a_million_requests() {
     assert_eq!(s.arrivals.max_requests, Some(1_000_000));
     assert_eq!(m.slots.selector.as_deref(), Some("p2c-ewma"));
 }
+
+#[test]
+fn plots_are_svg_files_naming_their_series() {
+    let s = scenario(THREE);
+    let a = run(&s, None, None).unwrap().report;
+    let dir = tempfile::tempdir().unwrap();
+    let files = crate::plot::single(dir.path(), &a).unwrap();
+    assert_eq!(files.len(), 3);
+    let share = std::fs::read_to_string(dir.path().join("share.svg")).unwrap();
+    assert!(share.starts_with("<svg") && share.contains("p-0") && share.contains("p-2"));
+    let both = crate::plot::compare(dir.path(), ("one", &a), ("two", &a)).unwrap();
+    let text = std::fs::read_to_string(&both[0]).unwrap();
+    assert!(text.contains("one: traffic share") && text.contains("two: traffic share"));
+}
