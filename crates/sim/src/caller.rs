@@ -136,19 +136,23 @@ impl Kernel {
                 }
             })
             .collect();
-        let endpoints = providers
+        let addresses: Vec<(&str, u32)> = providers
             .iter()
-            .map(|p| {
-                let (id, cell) = host.facts().allocate(&p.address, p.weight);
-                SimEndpoint {
-                    id,
-                    cell,
-                    breaker: Breaker::new(p.name.clone(), BreakerConfig::from(&global)),
-                    health: EndpointHealth::default(),
-                    listed: true,
-                }
-            })
+            .map(|p| (p.address.as_str(), p.weight))
             .collect();
+        let cells = host.facts().allocate_all(&addresses);
+        let mut endpoints = Vec::with_capacity(providers.len());
+        for (i, (p, (id, cell))) in providers.iter().zip(cells).enumerate() {
+            // `provider_of` relies on it: a fresh host's table numbers from 0.
+            anyhow::ensure!(id as usize == i, "endpoint {} got id {id}, not {i}", p.name);
+            endpoints.push(SimEndpoint {
+                id,
+                cell,
+                breaker: Breaker::new(p.name.clone(), BreakerConfig::from(&global)),
+                health: EndpointHealth::default(),
+                listed: true,
+            });
+        }
         Ok(Kernel {
             loadout,
             slots,
