@@ -4,6 +4,7 @@
 //! measures what the client path alone allocates per call, with the selector's component
 //! and with its native twin (printed; run with `--nocapture` to read them).
 
+use std::backtrace::Backtrace;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -11,7 +12,9 @@ use axle::client::{CallOptions, Client, ClientConfig};
 use axle::manifest::{EndpointSpec, Manifest};
 use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
-use axle_bench::alloc_count::{thread_allocations, CountingAlloc};
+use axle_bench::alloc_count::{
+    site_frames, thread_allocations, trace_start, trace_stop, CountingAlloc,
+};
 use axle_bench::rpc::{self, Plan, SYSTEMS};
 
 #[global_allocator]
@@ -99,6 +102,12 @@ fn short_run_gives_every_row_sane_values_and_keeps_the_json_keys() {
 /// runtime's threads, the client on this one (a current-thread runtime), so the count is
 /// the client's steady-state path and nothing else.
 fn client_allocs_per_call(host: &PluginHost, calls: u64) -> f64 {
+    client_path(host, calls, false).0
+}
+
+/// The client's steady-state path driven `calls` times after warm-up: allocations per
+/// call, and (when `traced`) a backtrace of each.
+fn client_path(host: &PluginHost, calls: u64, traced: bool) -> (f64, Vec<Backtrace>) {
     let server_rt = tokio::runtime::Runtime::new().expect("server runtime");
     let manifest = Manifest::embedded().expect("manifest");
     let server = server_rt.block_on(async {
@@ -133,16 +142,54 @@ fn client_allocs_per_call(host: &PluginHost, calls: u64) -> f64 {
                 .expect("call");
         }
         let before = thread_allocations().expect("counting allocator installed");
+        if traced {
+            // Every allocation on this thread, the connection's own tasks included (they
+            // run on this runtime too).
+            trace_start();
+        }
         for _ in 0..calls {
             client
                 .call_raw("echo", "echo", body.clone(), &options)
                 .await
                 .expect("call");
         }
-        (thread_allocations().unwrap() - before) as f64 / calls as f64
+        let sites = if traced { trace_stop() } else { Vec::new() };
+        let per_call = (thread_allocations().unwrap() - before) as f64 / calls as f64;
+        (per_call, sites)
     });
     server_rt.block_on(server.shutdown(Duration::from_millis(100)));
     per_call
+}
+
+/// Where the client path's allocations come from: 50 calls traced (a backtrace per
+/// allocation, symbol names only), grouped by stack and printed with their count per
+/// call. Slow and for reading (`--ignored --nocapture`); it checks that every counted
+/// allocation was traced, so the list is the whole count.
+#[test]
+#[ignore = "diagnostic: prints allocation sites, run with --ignored --nocapture"]
+fn client_path_allocation_sites() {
+    let cache = tempfile::tempdir().expect("temp dir");
+    let calls = 50;
+    let (per_call, sites) = client_path(&host(&cache), calls, true);
+    let traced = sites.len() as f64 / calls as f64;
+    let mut by_site: std::collections::BTreeMap<String, usize> = Default::default();
+    for site in &sites {
+        *by_site.entry(site_frames(site, 8)).or_default() += 1;
+    }
+    let mut ranked: Vec<_> = by_site.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    for (frames, n) in &ranked {
+        eprintln!(
+            "{:.2} per call\n    {}\n",
+            *n as f64 / calls as f64,
+            frames.replace('\n', "\n    ")
+        );
+    }
+    eprintln!("traced {traced:.2} allocations per call of {per_call:.2} counted");
+    assert!(
+        (traced - per_call).abs() < 1e-9,
+        "traced {traced}, counted {per_call}"
+    );
 }
 
 #[test]
