@@ -169,7 +169,7 @@ impl Client {
     /// or deadline run out. The first attempt is hedged when the method says so.
     async fn attempts(&self, call: &Call<'_>, g: &Governance) -> Result<Reply, CallError> {
         let candidates = stages::route::candidates(&self.state, call)?;
-        let mut tried: Vec<u32> = Vec::new();
+        let mut tried = stages::select::Tried::new();
         let (mut retries_used, mut failovers) = (0, 0);
         let hedge =
             (g.idempotent && g.hedge_delay_ms > 0).then(|| Duration::from_millis(g.hedge_delay_ms));
@@ -254,7 +254,7 @@ impl Client {
         &self,
         call: &Call<'_>,
         candidates: &stages::route::Candidates,
-        tried: &mut Vec<u32>,
+        tried: &mut stages::select::Tried,
     ) -> Result<Reply, CallError> {
         let attempt = self.choose(call, candidates, tried)?;
         self.send_to(call, attempt).await
@@ -267,7 +267,7 @@ impl Client {
         &self,
         call: &Call<'_>,
         candidates: &stages::route::Candidates,
-        tried: &mut Vec<u32>,
+        tried: &mut stages::select::Tried,
     ) -> Result<Attempt, CallError> {
         if Instant::now() >= call.deadline {
             return Err(CallError::Transport(TransportError::Timeout));
@@ -328,7 +328,7 @@ impl Client {
         &self,
         call: &Call<'_>,
         candidates: &stages::route::Candidates,
-        tried: &mut Vec<u32>,
+        tried: &mut stages::select::Tried,
         delay: Duration,
     ) -> Result<Reply, CallError> {
         let first = self.choose(call, candidates, tried)?;

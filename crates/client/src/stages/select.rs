@@ -8,6 +8,11 @@ use super::route::Candidates;
 use crate::state::{ClientState, ServiceState};
 use crate::{CallError, CallOptions};
 use axle_governance::breaker::Permit;
+
+/// The endpoints a call has tried (or found refusing), in order. A call tries one
+/// endpoint almost always and a few when failing over: inline, so the steady state does
+/// not allocate a list per call; more spill to the heap.
+pub type Tried = smallvec::SmallVec<[u32; 4]>;
 use axle_plugin_host::kinds::selector::SelectorPlugin;
 
 /// The attempt at the endpoint picked: the endpoint held (so it outlives a removal
@@ -17,7 +22,7 @@ pub fn pick(
     svc: &ServiceState,
     selector: &SelectorPlugin,
     candidates: &Candidates,
-    excluded: &mut Vec<u32>,
+    excluded: &mut Tried,
     options: &CallOptions,
 ) -> Result<Attempt, CallError> {
     let attempt = live(state, svc, selector, candidates, excluded, options)?;
@@ -36,7 +41,7 @@ fn live(
     svc: &ServiceState,
     selector: &SelectorPlugin,
     candidates: &Candidates,
-    excluded: &mut Vec<u32>,
+    excluded: &mut Tried,
     options: &CallOptions,
 ) -> Result<Attempt, CallError> {
     loop {
