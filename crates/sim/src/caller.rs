@@ -178,7 +178,7 @@ impl Kernel {
 
     /// Facts ids are allocated in provider order from a fresh table, so an endpoint's id
     /// is its provider's index.
-    pub fn provider_of(&self, id: u32) -> usize {
+    pub fn provider_of(id: u32) -> usize {
         id as usize
     }
 
@@ -196,7 +196,7 @@ impl Kernel {
         let entries: Vec<axle_spi::Endpoint> = admitted
             .iter()
             .map(|id| {
-                let p = &providers[self.provider_of(*id)];
+                let p = &providers[Self::provider_of(*id)];
                 axle_spi::Endpoint {
                     id: *id,
                     address: p.address.clone(),

@@ -25,7 +25,10 @@ use crate::scenario::Scenario;
 /// What happens at an instant. Ties at one instant run in the order they were scheduled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Ev {
-    Arrival,
+    /// A request of caller `caller` (a closed-loop caller's next, or the next open one).
+    Arrival {
+        caller: u32,
+    },
     /// A provider finished attempt `att` (if it still has epoch `epoch`), with an
     /// `internal` error or not.
     Done {
@@ -60,6 +63,8 @@ pub(crate) enum Ev {
 
 struct Call {
     serial: u32,
+    /// The caller process (kernel) making it.
+    caller: usize,
     kind: usize,
     hash_key: u64,
     start: u64,
@@ -98,7 +103,9 @@ pub struct Engine<'s> {
     seq: u64,
     pub(crate) now: u64,
     end: u64,
-    pub kernel: Kernel,
+    /// One kernel per caller process (`callers`): each its own facts, health, breakers,
+    /// budget and plugin instances.
+    pub kernels: Vec<Kernel>,
     pub providers: Vec<Provider>,
     arrivals: ArrivalProcess,
     mix: Mix,
@@ -131,7 +138,9 @@ impl<'s> Engine<'s> {
                 providers.push(Provider::new(g, spec, i));
             }
         }
-        let kernel = Kernel::new(manifest, &s.service, &s.requests, &providers)?;
+        let kernels = (0..s.callers)
+            .map(|_| Kernel::new(manifest.clone(), &s.service, &s.requests, &providers))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let rec = Recorder::new(s, &providers);
         Ok(Engine {
             s,
@@ -140,7 +149,7 @@ impl<'s> Engine<'s> {
             seq: 0,
             now: 0,
             end: ns(s.duration_s),
-            kernel,
+            kernels,
             providers,
             arrivals: ArrivalProcess::new(&s.arrivals, Rng::stream(s.seed, 1)),
             mix: Mix::new(&s.requests, Rng::stream(s.seed, 2)),
@@ -167,14 +176,21 @@ impl<'s> Engine<'s> {
 
     /// Runs to the scenario's end.
     pub fn run(&mut self) {
-        self.kernel.publish(&self.providers);
-        match self.arrivals.closed() {
-            // Each caller starts a nanosecond after the previous one: a fixed order.
-            Some((workers, _)) => (0..u64::from(workers)).for_each(|i| self.at(i, Ev::Arrival)),
-            None => self.at(0, Ev::Arrival),
+        for k in &mut self.kernels {
+            k.publish(&self.providers);
         }
-        let score = self.kernel.settings.score_interval.as_nanos() as u64;
-        let beat = self.kernel.settings.heartbeat_interval.as_nanos() as u64;
+        let callers = self.kernels.len() as u64;
+        match self.arrivals.closed() {
+            // Each worker starts a nanosecond after the previous one (a fixed order), the
+            // workers spread over the caller processes in turn.
+            Some((workers, _)) => (0..u64::from(workers)).for_each(|i| {
+                let caller = (i % callers) as u32;
+                self.at(i, Ev::Arrival { caller })
+            }),
+            None => self.at(0, Ev::Arrival { caller: 0 }),
+        }
+        let score = self.kernels[0].settings.score_interval.as_nanos() as u64;
+        let beat = self.kernels[0].settings.heartbeat_interval.as_nanos() as u64;
         self.at(score, Ev::Score);
         self.at(beat, Ev::Heartbeat);
         for i in 0..self.timeline.len() {
@@ -189,7 +205,7 @@ impl<'s> Engine<'s> {
             self.clock.set(t);
             self.counts.events += 1;
             match ev {
-                Ev::Arrival => self.arrival(),
+                Ev::Arrival { caller } => self.arrival(caller as usize),
                 Ev::Done { att, epoch, error } => self.done(att, epoch, error),
                 Ev::Deadline { call, serial } => {
                     if self.is(call, serial) {
@@ -209,14 +225,17 @@ impl<'s> Engine<'s> {
                     }
                 }
                 Ev::Score => {
-                    let changes =
-                        crate::health::score(&mut self.kernel, &self.providers, t / 1_000_000);
-                    self.rec.health(t, &changes, &self.providers);
+                    for k in &mut self.kernels {
+                        let changes = crate::health::score(k, &self.providers, t / 1_000_000);
+                        self.rec.health(t, &changes, &self.providers);
+                    }
                     self.at(t + score, Ev::Score);
                 }
                 Ev::Heartbeat => {
-                    let changes = crate::health::heartbeats(&mut self.kernel, &self.providers, t);
-                    self.rec.health(t, &changes, &self.providers);
+                    for k in &mut self.kernels {
+                        let changes = crate::health::heartbeats(k, &self.providers, t);
+                        self.rec.health(t, &changes, &self.providers);
+                    }
                     self.at(t + beat, Ev::Heartbeat);
                 }
                 Ev::Fault(i) => self.apply(self.timeline[i as usize].1),
@@ -224,8 +243,8 @@ impl<'s> Engine<'s> {
                 Ev::Closed { p } => self.closed(p as usize),
             }
         }
-        self.rec.tables = self.kernel.tables;
-        self.rec.finish(&self.kernel, &self.providers);
+        self.rec.tables = self.kernels.iter().map(|k| k.tables).sum();
+        self.rec.finish(&self.kernels[0], &self.providers);
     }
 
     fn is(&self, call: u32, serial: u32) -> bool {
@@ -233,18 +252,19 @@ impl<'s> Engine<'s> {
         c.active && c.serial == serial
     }
 
-    fn arrival(&mut self) {
+    fn arrival(&mut self, caller: usize) {
         if !self.arrivals.admit() {
             return;
         }
         if self.arrivals.closed().is_none() {
             let next = self.arrivals.next(self.now);
-            self.at(next, Ev::Arrival);
+            let turn = ((caller + 1) % self.kernels.len()) as u32;
+            self.at(next, Ev::Arrival { caller: turn });
         }
         self.counts.requests += 1;
         let (kind, hash_key) = self.mix.draw(&self.s.requests);
         self.rec.request(self.now);
-        let policy = &self.kernel.policies[kind];
+        let policy = &self.kernels[caller].policies[kind];
         let permit = policy.breaker.try_acquire();
         if permit == Permit::Rejected {
             self.rec.breaker_rejected += 1;
@@ -252,22 +272,24 @@ impl<'s> Engine<'s> {
                 target: format!("{}/{}", self.s.service, self.s.requests[kind].method),
             };
             self.rec.call_ended(self.now, 0, &Err(err));
-            return self.caller_free();
+            return self.caller_free(caller);
         }
         let timeout = policy.governance.timeout().as_nanos() as u64;
-        self.kernel.budget.deposit();
-        let Some(candidates) = self.kernel.candidates(kind) else {
+        let k = &mut self.kernels[caller];
+        k.budget.deposit();
+        let Some(candidates) = k.candidates(kind) else {
             let err = no_endpoint(&self.s.service);
-            self.kernel.policies[kind].breaker.record(
+            k.policies[kind].breaker.record(
                 permit,
                 axle_client::decide::verdict(&Err(err.clone()), false),
             );
             self.rec.call_ended(self.now, 0, &Err(err));
-            return self.caller_free();
+            return self.caller_free(caller);
         };
         self.serial = self.serial.wrapping_add(1);
         let call = Call {
             serial: self.serial,
+            caller,
             kind,
             hash_key,
             start: self.now,
@@ -308,10 +330,10 @@ impl<'s> Engine<'s> {
         if self.now >= c.deadline {
             return self.end_call(call, Err(CallError::Transport(TransportError::Timeout)));
         }
-        let (kind, key) = (c.kind, c.hash_key);
+        let (kind, key, caller) = (c.kind, c.hash_key, c.caller);
         let candidates = c.candidates.clone();
         let mut tried = std::mem::take(&mut c.tried);
-        let picked = self.kernel.pick(kind, &candidates, &mut tried, key);
+        let picked = self.kernels[caller].pick(kind, &candidates, &mut tried, key);
         let c = &mut self.calls[call as usize];
         c.tried = tried;
         let Some((endpoint, permit)) = picked else {
@@ -330,8 +352,10 @@ impl<'s> Engine<'s> {
         self.atts.push(att);
         let id = (self.atts.len() - 1) as u32;
         c.att = Some(id);
-        self.kernel.endpoints[endpoint as usize].cell.started();
-        let p = self.kernel.provider_of(endpoint);
+        self.kernels[caller].endpoints[endpoint as usize]
+            .cell
+            .started();
+        let p = Kernel::provider_of(endpoint);
         self.rec.sent(self.now, p);
         let provider = &mut self.providers[p];
         match provider.arrive(id, self.now, &mut self.latency_rng) {
@@ -370,7 +394,7 @@ impl<'s> Engine<'s> {
     }
 
     fn done(&mut self, att: u32, epoch: u32, error: bool) {
-        let p = self.kernel.provider_of(self.atts[att as usize].endpoint);
+        let p = Kernel::provider_of(self.atts[att as usize].endpoint);
         if self.providers[p].epoch != epoch {
             return; // killed since: its attempts already failed
         }
@@ -418,11 +442,14 @@ impl<'s> Engine<'s> {
         }
         a.live = false;
         let (call, endpoint, permit, latency) = (a.call, a.endpoint, a.permit, self.now - a.sent);
-        let kind = self.calls[call as usize].kind;
+        let (kind, caller) = (
+            self.calls[call as usize].kind,
+            self.calls[call as usize].caller,
+        );
         self.calls[call as usize].att = None;
-        if self.kernel.finish(kind, endpoint, permit, latency, &result) {
+        if self.kernels[caller].finish(kind, endpoint, permit, latency, &result) {
             // A refused connect, news: out of rotation before the next pick.
-            self.kernel.publish(&self.providers);
+            self.kernels[caller].publish(&self.providers);
             self.rec.health(
                 self.now,
                 &[(endpoint, axle_client::health::HealthChange::Unreachable)],
@@ -439,8 +466,9 @@ impl<'s> Engine<'s> {
     /// The pipeline's retry loop, one turn (`pipeline.rs` `attempts`).
     fn after_failure(&mut self, call: u32, err: CallError, endpoint: u32) {
         let c = &self.calls[call as usize];
-        let g = &self.kernel.policies[c.kind].governance;
-        let next = self.kernel.next(c.kind, &err);
+        let k = &self.kernels[c.caller];
+        let g = &k.policies[c.kind].governance;
+        let next = k.next(c.kind, &err);
         let (retries_max, failovers_max, interval) =
             (g.retries, g.max_failovers, g.retry_interval_ms);
         let c = &mut self.calls[call as usize];
@@ -471,7 +499,7 @@ impl<'s> Engine<'s> {
         if self.now + wait >= c.deadline || nowhere_new {
             return self.end_call(call, Err(err));
         }
-        if Kernel::costs_budget(&err, next) && !self.kernel.budget.withdraw() {
+        if Kernel::costs_budget(&err, next) && !self.kernels[c.caller].budget.withdraw() {
             self.rec.budget_refused += 1;
             return self.end_call(call, Err(err));
         }
@@ -501,12 +529,13 @@ impl<'s> Engine<'s> {
         };
         if let Some(att) = c.att.take() {
             self.atts[att as usize].live = false;
-            let ep = &self.kernel.endpoints[self.atts[att as usize].endpoint as usize];
+            let ep = &self.kernels[c.caller].endpoints[self.atts[att as usize].endpoint as usize];
             ep.cell.abandoned();
             ep.breaker.release(self.atts[att as usize].permit);
         }
         let took = self.now - c.start;
-        let policy = &self.kernel.policies[c.kind];
+        let caller = c.caller;
+        let policy = &self.kernels[caller].policies[c.kind];
         let slow = policy
             .breaker
             .is_slow(std::time::Duration::from_nanos(took));
@@ -515,13 +544,14 @@ impl<'s> Engine<'s> {
             .record(c.permit, axle_client::decide::verdict(&result, slow));
         self.rec.call_ended(self.now, took, &result);
         self.free_calls.push(call);
-        self.caller_free();
+        self.caller_free(caller);
     }
 
-    /// A call ended: a closed-loop caller calls again after its pause.
-    fn caller_free(&mut self) {
+    /// A call of `caller` ended: a closed-loop worker calls again after its pause.
+    fn caller_free(&mut self, caller: usize) {
         if let Some((_, think)) = self.arrivals.closed() {
-            self.at(self.now + think, Ev::Arrival);
+            let caller = caller as u32;
+            self.at(self.now + think, Ev::Arrival { caller });
         }
     }
 }

@@ -126,7 +126,7 @@ impl Engine<'_> {
             Action::Start(p) => {
                 let now_ms = self.now / 1_000_000;
                 self.providers[p].restart(now_ms);
-                if self.s.discovery_ttl_s > 0.0 && !self.kernel.endpoints[p].listed {
+                if self.s.discovery_ttl_s > 0.0 && !self.kernels[0].endpoints[p].listed {
                     self.at(
                         self.now,
                         Ev::Listing {
@@ -157,10 +157,12 @@ impl Engine<'_> {
         if self.providers[p].up {
             return;
         }
-        if self.kernel.endpoints[p].health.mark_unreachable() {
-            self.kernel.publish(&self.providers);
-            let change = [(p as u32, HealthChange::Unreachable)];
-            self.rec.health(self.now, &change, &self.providers);
+        for k in &mut self.kernels {
+            if k.endpoints[p].health.mark_unreachable() {
+                k.publish(&self.providers);
+                let change = [(p as u32, HealthChange::Unreachable)];
+                self.rec.health(self.now, &change, &self.providers);
+            }
         }
     }
 
@@ -175,16 +177,18 @@ impl Engine<'_> {
         if listed != up {
             return;
         }
-        let ep = &mut self.kernel.endpoints[p as usize];
-        if ep.listed == listed {
+        if self.kernels[0].endpoints[p as usize].listed == listed {
             return;
         }
-        ep.listed = listed;
-        if listed {
-            // A new process: judged on what it does from now on.
-            axle_client::health::redial::readmit_parts(&ep.cell, &ep.breaker, &ep.health);
+        for k in &mut self.kernels {
+            let ep = &mut k.endpoints[p as usize];
+            ep.listed = listed;
+            if listed {
+                // A new process: judged on what it does from now on.
+                axle_client::health::redial::readmit_parts(&ep.cell, &ep.breaker, &ep.health);
+            }
+            k.publish(&self.providers);
         }
-        self.kernel.publish(&self.providers);
         self.rec.listing(self.now, p, listed);
     }
 }

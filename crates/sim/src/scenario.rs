@@ -21,6 +21,11 @@ pub struct Scenario {
     /// The service called.
     #[serde(default = "echo")]
     pub service: String,
+    /// Caller processes, each its own kernel (facts, health verdicts, breakers, retry
+    /// budget, plugin instances): requests go to them in turn (closed-loop workers are
+    /// spread over them).
+    #[serde(default = "one_u")]
+    pub callers: u32,
     /// Width of a time-series bucket (ms).
     #[serde(default = "thousand")]
     pub sample_ms: u64,
@@ -250,6 +255,9 @@ impl Scenario {
                 "duration-s: at most 86400 (one simulated day), got {}",
                 self.duration_s
             );
+        }
+        if !(1..=256).contains(&self.callers) {
+            bail!("callers: between 1 and 256, got {}", self.callers);
         }
         if self.sample_ms == 0 {
             bail!("sample-ms: must be at least 1");

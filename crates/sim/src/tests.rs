@@ -117,3 +117,27 @@ fn plots_are_svg_files_naming_their_series() {
     let text = std::fs::read_to_string(&both[0]).unwrap();
     assert!(text.contains("one: traffic share") && text.contains("two: traffic share"));
 }
+
+#[test]
+fn each_caller_process_judges_for_itself() {
+    // Two callers, each with its own kernel: each sees the half-dead provider and
+    // removes it from its own rotation (two ejections), on its own share of the traffic.
+    let text = format!(
+        "callers = 2\n{THREE}[[faults]]\nat-s = 2\nkind = \"half-dead\"\ngroup = \"p\"\n\
+         members = [0]\nshare = 0.6\n"
+    )
+    .replace("rate-per-s = 300", "rate-per-s = 600");
+    let r = run(&scenario(&text), None, None).unwrap().report;
+    let disabled = r
+        .health_events
+        .iter()
+        .filter(|e| e.what == "disabled" && e.endpoint == "p-0");
+    assert_eq!(disabled.count(), 2, "{:?}", r.health_events);
+    let late: Vec<f64> = r
+        .series
+        .iter()
+        .filter(|p| p.t_s > 8.0)
+        .map(|p| p.endpoints["p-0"])
+        .collect();
+    assert!(late.iter().all(|s| *s < 0.01), "{late:?}");
+}
