@@ -141,3 +141,44 @@ fn each_caller_process_judges_for_itself() {
         .collect();
     assert!(late.iter().all(|s| *s < 0.01), "{late:?}");
 }
+
+#[test]
+fn a_partition_loses_heartbeats_then_heals() {
+    // Heartbeats every second (the default), three lost make it unreachable; healed at
+    // 10 s, the next heartbeat tick's re-dial brings it back.
+    let s = scenario(&format!(
+        "{THREE}[[faults]]\nat-s = 4\nkind = \"partition\"\ngroup = \"p\"\nmembers = [2]\nfor-s = 6\n"
+    ));
+    let r = run(&s, None, None).unwrap().report;
+    let what: Vec<&str> = r
+        .health_events
+        .iter()
+        .filter(|e| e.endpoint == "p-2")
+        .map(|e| e.what.as_str())
+        .collect();
+    assert!(
+        what.contains(&"unreachable") && what.last() == Some(&"readmitted"),
+        "{what:?}"
+    );
+    let share = |t: f64| r.series.iter().find(|p| p.t_s == t).unwrap().endpoints["p-2"];
+    assert_eq!(share(9.0), 0.0);
+    assert!(share(15.0) > 0.2, "{}", share(15.0));
+}
+
+#[test]
+fn a_discovery_outage_holds_the_list() {
+    // Killed at 2 s, its lease expires 1 s later, but discovery is out from 1 s to 6 s:
+    // it leaves the list only when discovery is back.
+    let s = scenario(&format!(
+        "discovery-ttl-s = 1\n{THREE}[[faults]]\nat-s = 2\nkind = \"kill\"\ngroup = \"p\"\n\
+         members = [1]\n[[faults]]\nat-s = 1\nkind = \"discovery-outage\"\nfor-s = 5\n"
+    ));
+    let r = run(&s, None, None).unwrap().report;
+    let delisted = r
+        .health_events
+        .iter()
+        .find(|e| e.what == "delisted")
+        .unwrap();
+    assert_eq!((delisted.endpoint.as_str(), delisted.t_s), ("p-1", 6.0));
+    assert_eq!(r.endpoints[1].state, "delisted");
+}
