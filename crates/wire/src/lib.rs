@@ -6,12 +6,14 @@ mod compression;
 mod error_class;
 mod frame;
 mod metadata;
+mod text_fields;
 
 pub use codec::{encode_into as codec_encode, FrameCodec, Limits, WireError, HEADER_LEN};
 pub use compression::{decompress, Compression, Encoding, MAX_RATIO};
 pub use error_class::ErrorClass;
 pub use frame::{Frame, Kind, FLAG_EXTERNAL};
 pub use metadata::Metadata;
+pub use text_fields::TextFields;
 
 /// The protocol version this kernel speaks.
 pub const VERSION: u8 = 1;

@@ -1,15 +1,15 @@
 //! Frame metadata: typed fields, encoded as `tag: u8, length: u16, value` (docs/wire.md).
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::{ErrorClass, WireError};
 
-const SERVICE: u8 = 1;
-const METHOD: u8 = 2;
+pub(crate) const SERVICE: u8 = 1;
+pub(crate) const METHOD: u8 = 2;
 const DEADLINE: u8 = 3;
-const CONSUMER_APP: u8 = 4;
-const TAG: u8 = 5;
-const CONTENT_TYPE: u8 = 6;
+pub(crate) const CONSUMER_APP: u8 = 4;
+pub(crate) const TAG: u8 = 5;
+pub(crate) const CONTENT_TYPE: u8 = 6;
 const TRACE_ID: u8 = 7;
 const ERROR_CLASS: u8 = 8;
 const ERROR_MESSAGE: u8 = 9;
@@ -51,19 +51,40 @@ pub struct Metadata {
     /// The encodings the sender accepts (one bit per `crate::Encoding`; 0: none, not
     /// encoded).
     pub accept_encoding: u8,
+    /// Fields the sender encoded ahead (`tag, length, value` each), written first and as
+    /// they are: a caller's per-call text (service, method, content type, tags) goes from
+    /// borrowed `&str` straight to bytes ([`crate::TextFields`]) instead of a `String`
+    /// each. It must not repeat a field set above. `decode` never fills it: a received
+    /// frame's fields are all in the typed fields.
+    pub encoded: Bytes,
 }
 
-fn put_field(out: &mut BytesMut, tag: u8, value: &[u8]) -> Result<(), WireError> {
-    let len = u16::try_from(value.len()).map_err(|_| {
-        WireError::Malformed(format!(
-            "metadata field {tag} is {} bytes, over 65,535",
-            value.len()
-        ))
+pub(crate) fn put_field(out: &mut BytesMut, tag: u8, value: &[u8]) -> Result<(), WireError> {
+    put_parts(out, tag, &[value])
+}
+
+/// One field whose value is `parts` joined, written without joining them first.
+fn put_parts(out: &mut BytesMut, tag: u8, parts: &[&[u8]]) -> Result<(), WireError> {
+    let size: usize = parts.iter().map(|p| p.len()).sum();
+    let len = u16::try_from(size).map_err(|_| {
+        WireError::Malformed(format!("metadata field {tag} is {size} bytes, over 65,535"))
     })?;
     out.put_u8(tag);
     out.put_u16(len);
-    out.put_slice(value);
+    for part in parts {
+        out.put_slice(part);
+    }
     Ok(())
+}
+
+/// A tag field, `key=value`; a key with `=` in it could not be read back.
+pub(crate) fn put_tag(out: &mut BytesMut, key: &str, value: &str) -> Result<(), WireError> {
+    if key.contains('=') {
+        return Err(WireError::Malformed(format!(
+            "tag key {key:?} contains '='"
+        )));
+    }
+    put_parts(out, TAG, &[key.as_bytes(), b"=", value.as_bytes()])
 }
 
 fn text(tag: u8, value: &[u8]) -> Result<String, WireError> {
@@ -83,6 +104,7 @@ fn fixed<const N: usize>(tag: u8, value: &[u8]) -> Result<[u8; N], WireError> {
 impl Metadata {
     /// Appends the encoded fields to `out`.
     pub fn encode(&self, out: &mut BytesMut) -> Result<(), WireError> {
+        out.put_slice(&self.encoded);
         if let Some(v) = &self.service {
             put_field(out, SERVICE, v.as_bytes())?;
         }
@@ -96,10 +118,7 @@ impl Metadata {
             put_field(out, CONSUMER_APP, v.as_bytes())?;
         }
         for (k, v) in &self.tags {
-            if k.contains('=') {
-                return Err(WireError::Malformed(format!("tag key {k:?} contains '='")));
-            }
-            put_field(out, TAG, format!("{k}={v}").as_bytes())?;
+            put_tag(out, k, v)?;
         }
         if let Some(v) = &self.content_type {
             put_field(out, CONTENT_TYPE, v.as_bytes())?;

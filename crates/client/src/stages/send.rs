@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::state::Endpoint;
 use crate::{Call, CallError, Reply};
-use axle_wire::{Metadata, FLAG_EXTERNAL};
+use axle_transport::TransportError;
+use axle_wire::{Metadata, TextFields, FLAG_EXTERNAL};
 
 /// One attempt at one endpoint; `budget` is what is left of the call's deadline, `span_id`
 /// the attempt's span (the provider's parent).
@@ -19,17 +20,23 @@ pub async fn send(
 ) -> Result<Reply, CallError> {
     let conn = ep.link.connection_by(call.deadline).await?;
     let svc = call.svc;
-    let meta = Metadata {
-        service: Some(svc.name.clone()),
-        method: Some(call.method.to_string()),
-        deadline_us: Some(budget.as_micros() as u64),
+    // The text fields straight from the borrowed strings: no `String` per field per call.
+    let text = TextFields {
+        service: &svc.name,
+        method: call.method,
         consumer_app: call
             .options
             .consumer_app
-            .clone()
-            .or_else(|| svc.consumer_app.clone()),
-        tags: call.options.tags.clone(),
-        content_type: Some(call.content_type.to_string()),
+            .as_deref()
+            .or(svc.consumer_app.as_deref()),
+        tags: &call.options.tags,
+        content_type: call.content_type,
+    };
+    let meta = Metadata {
+        encoded: text
+            .encode()
+            .map_err(|e| TransportError::Frame(e.to_string()))?,
+        deadline_us: Some(budget.as_micros() as u64),
         request_id: Some(call.request_id),
         trace_id: Some(call.trace.trace_id),
         span_id: Some(span_id),

@@ -179,6 +179,7 @@ fn metadata() -> impl Strategy<Value = Metadata> {
                 trace_flags: span.map_or(0, |(_, flags)| flags),
                 content_encoding: enc,
                 accept_encoding: accept,
+                encoded: Default::default(),
             },
         )
 }
