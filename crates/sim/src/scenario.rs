@@ -187,6 +187,22 @@ pub enum FaultKind {
     DiscoveryOutage,
 }
 
+impl FaultKind {
+    /// As written in a scenario.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Restart => "restart",
+            FaultKind::HalfDead => "half-dead",
+            FaultKind::Slow => "slow",
+            FaultKind::Partition => "partition",
+            FaultKind::Overload => "overload",
+            FaultKind::RollingRestart => "rolling-restart",
+            FaultKind::DiscoveryOutage => "discovery-outage",
+        }
+    }
+}
+
 fn one() -> u64 {
     1
 }
@@ -366,7 +382,11 @@ impl Scenario {
             return Ok(());
         }
         let Some(name) = &f.group else {
-            bail!("{}: required for kind = {:?}", key("group"), f.kind);
+            bail!(
+                "{}: required for kind = \"{}\"",
+                key("group"),
+                f.kind.name()
+            );
         };
         let Some(group) = self.providers.iter().find(|p| &p.name == name) else {
             bail!("{}: no provider group `{name}`", key("group"));
@@ -385,9 +405,9 @@ impl Scenario {
                 Ok(())
             } else {
                 Err(anyhow::anyhow!(
-                    "{}: required for kind = {:?}",
+                    "{}: required for kind = \"{}\"",
                     key(k),
-                    f.kind
+                    f.kind.name()
                 ))
             }
         };
