@@ -1,6 +1,7 @@
 //! The caller's side of one connection: send requests, match responses by id.
 //!
-//! A reader task routes each response to the waiting call through a oneshot channel; the
+//! A reader task routes each response to the waiting call through its answer slot
+//! (`answer.rs`, reused: no allocation per request); the
 //! writer task (`writer.rs`) batches outgoing frames. A call that gives up (deadline, or
 //! its future dropped) removes itself and sends a `cancel` frame. A `goaway` stops new
 //! requests while the ones in flight finish, and the connection closes once none is left
@@ -18,18 +19,21 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
 use super::{Keepalive, TransportError};
+use crate::answer::{self, Answer};
 use crate::tls::ClientTls;
 use axle_wire::{ErrorClass, Frame, FrameCodec, Kind, Limits, Metadata, HEADER_LEN};
 
-type Waiter = oneshot::Sender<Result<Frame, TransportError>>;
+type Waiter = answer::Sender;
 
 struct Shared {
     addr: String,
     pending: Mutex<HashMap<u64, Waiter>>,
+    /// Answer slots of finished calls, for the next ones.
+    answers: answer::Pool,
     /// No new requests: goaway received, or the connection broke.
     draining: AtomicBool,
     closed: AtomicBool,
@@ -176,6 +180,7 @@ impl Connection {
         let shared = Arc::new(Shared {
             addr: addr.to_string(),
             pending: Mutex::new(HashMap::new()),
+            answers: answer::Pool::default(),
             draining: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             last_read_ns: AtomicU64::new(axle_core::now_ns()),
@@ -445,9 +450,9 @@ impl Connection {
     }
 
     /// A new frame id, and where its answer (response or pong) will arrive.
-    fn expect_answer(&self) -> (u64, oneshot::Receiver<Result<Frame, TransportError>>) {
+    fn expect_answer(&self) -> (u64, Answer<'_>) {
         let id = self.next_id.fetch_add(1, Relaxed);
-        let (tx, rx) = oneshot::channel();
+        let (tx, rx) = self.shared.answers.pair();
         self.shared
             .pending
             .lock()

@@ -2,6 +2,7 @@
 //! any order (`connection`); one multiplexed connection per endpoint, re-dialled with
 //! backoff when it breaks (`endpoint`); the provider's side of a connection (`serve`).
 
+mod answer;
 pub mod connection;
 pub mod defaults;
 mod encoding;

@@ -1,0 +1,212 @@
+//! The slot a call's answer is delivered in: what a oneshot channel does, but the slot is
+//! reused. A oneshot allocates its shared state for every request; here a finished call
+//! gives its slot back to the connection's pool, and the next call takes it, so the
+//! steady state allocates none. A slot is only given back when the call holds the last
+//! reference to it (the reader delivered and let go, or the waiter was removed from the
+//! pending table), so a late delivery can never land in another call's slot.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use axle_wire::Frame;
+
+use crate::TransportError;
+
+type Outcome = Result<Frame, TransportError>;
+
+/// Slots kept for reuse at most per connection: more than this many calls in flight at
+/// once allocate beyond it, and those slots are freed when done.
+const POOL_MAX: usize = 1024;
+
+enum State {
+    /// Nothing delivered yet; the waker of the call waiting, once it has polled.
+    Waiting(Option<Waker>),
+    Done(Outcome),
+    /// The sender went away without delivering (the connection's tasks are gone).
+    Closed,
+}
+
+struct Slot(Mutex<State>);
+
+impl Slot {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A connection's spare slots.
+#[derive(Default)]
+pub(crate) struct Pool(Mutex<Vec<Arc<Slot>>>);
+
+impl Pool {
+    /// A fresh slot (reused when one is spare) and its two ends.
+    pub(crate) fn pair(&self) -> (Sender, Answer<'_>) {
+        let spare = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let slot = spare.unwrap_or_else(|| Arc::new(Slot(Mutex::new(State::Waiting(None)))));
+        let sender = Sender(Some(slot.clone()));
+        (
+            sender,
+            Answer {
+                slot: Some(slot),
+                pool: self,
+            },
+        )
+    }
+}
+
+/// The delivering end, kept in the pending table until the answer comes.
+pub(crate) struct Sender(Option<Arc<Slot>>);
+
+impl Sender {
+    /// Delivers `outcome` and wakes the call. Lets go of the slot before waking, so the
+    /// call usually finds itself its last holder and can give the slot back.
+    pub(crate) fn send(mut self, outcome: Outcome) {
+        self.finish(State::Done(outcome));
+    }
+
+    fn finish(&mut self, end: State) {
+        let Some(slot) = self.0.take() else { return };
+        let waker = {
+            let mut state = slot.state();
+            match std::mem::replace(&mut *state, end) {
+                State::Waiting(waker) => waker,
+                // Cannot happen (only this end delivers, once); keep what is there.
+                other => {
+                    *state = other;
+                    None
+                }
+            }
+        };
+        drop(slot);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        self.finish(State::Closed);
+    }
+}
+
+/// The waiting end: resolves to the answer, or to `Err(Closed)` when the sender was
+/// dropped without one.
+pub(crate) struct Answer<'a> {
+    slot: Option<Arc<Slot>>,
+    pool: &'a Pool,
+}
+
+/// The sender went away without an answer.
+#[derive(Debug)]
+pub(crate) struct Closed;
+
+impl Future for Answer<'_> {
+    type Output = Result<Outcome, Closed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(slot) = &self.slot else {
+            return Poll::Ready(Err(Closed)); // polled after it finished
+        };
+        let mut state = slot.state();
+        match std::mem::replace(&mut *state, State::Closed) {
+            State::Done(outcome) => Poll::Ready(Ok(outcome)),
+            State::Closed => Poll::Ready(Err(Closed)),
+            State::Waiting(waker) => {
+                let waker = match waker {
+                    Some(w) if w.will_wake(cx.waker()) => w,
+                    _ => cx.waker().clone(),
+                };
+                *state = State::Waiting(Some(waker));
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for Answer<'_> {
+    fn drop(&mut self) {
+        let Some(slot) = self.slot.take() else { return };
+        // The last holder: nothing can deliver into it any more, so it can serve again.
+        if Arc::strong_count(&slot) == 1 {
+            *slot.state() = State::Waiting(None);
+            let mut spare = self.pool.0.lock().unwrap_or_else(|e| e.into_inner());
+            if spare.len() < POOL_MAX {
+                spare.push(slot);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axle_wire::Kind;
+
+    fn frame(id: u64) -> Frame {
+        Frame::bare(Kind::Pong, id)
+    }
+
+    #[tokio::test]
+    async fn an_answer_sent_before_or_after_waiting_arrives() {
+        let pool = Pool::default();
+        let (tx, rx) = pool.pair();
+        tx.send(Ok(frame(1)));
+        assert_eq!(rx.await.expect("answer").expect("ok").id, 1);
+
+        let (tx, rx) = pool.pair();
+        let deliver = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            tx.send(Ok(frame(2)));
+        });
+        assert_eq!(rx.await.expect("answer").expect("ok").id, 2);
+        deliver.await.expect("task");
+    }
+
+    #[tokio::test]
+    async fn a_sender_dropped_without_an_answer_closes_the_slot() {
+        let pool = Pool::default();
+        let (tx, rx) = pool.pair();
+        let drop_later = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            drop(tx);
+        });
+        assert!(rx.await.is_err());
+        drop_later.await.expect("task");
+    }
+
+    #[test]
+    fn a_finished_slot_is_reused_clean() {
+        let pool = Pool::default();
+        let (tx, rx) = pool.pair();
+        let first = Arc::as_ptr(rx.slot.as_ref().expect("slot"));
+        tx.send(Ok(frame(1)));
+        drop(rx); // delivered but never read: the slot still comes back empty
+        let (tx, rx) = pool.pair();
+        assert_eq!(Arc::as_ptr(rx.slot.as_ref().expect("slot")), first);
+        assert!(matches!(
+            *rx.slot.as_ref().unwrap().state(),
+            State::Waiting(None)
+        ));
+        drop(tx);
+        drop(rx);
+    }
+
+    #[test]
+    fn a_slot_still_held_by_its_sender_is_not_reused() {
+        let pool = Pool::default();
+        let (tx, rx) = pool.pair();
+        let first = Arc::as_ptr(rx.slot.as_ref().expect("slot"));
+        drop(rx); // the call gave up; the sender is still in the pending table
+        let (_tx2, rx2) = pool.pair();
+        assert_ne!(Arc::as_ptr(rx2.slot.as_ref().expect("slot")), first);
+        // The late delivery goes to the old slot alone.
+        tx.send(Ok(frame(9)));
+        assert!(matches!(
+            *rx2.slot.as_ref().unwrap().state(),
+            State::Waiting(None)
+        ));
+    }
+}
