@@ -76,6 +76,8 @@ struct Call {
     failovers: u32,
     /// The attempt in flight.
     att: Option<u32>,
+    /// The endpoint to go back to (`Next::Again`) with its breaker permit.
+    again: Option<(u32, Permit)>,
     /// The last failure, the call's error if nothing better comes.
     last: Option<CallError>,
     active: bool,
@@ -300,6 +302,7 @@ impl<'s> Engine<'s> {
             retries: 0,
             failovers: 0,
             att: None,
+            again: None,
             last: None,
             active: true,
         };
@@ -333,13 +336,18 @@ impl<'s> Engine<'s> {
         let (kind, key, caller) = (c.kind, c.hash_key, c.caller);
         let candidates = c.candidates.clone();
         let mut tried = std::mem::take(&mut c.tried);
-        let picked = self.kernels[caller].pick(kind, &candidates, &mut tried, key);
+        let picked = match c.again.take() {
+            Some(again) => Some(again),
+            None => self.kernels[caller].pick(kind, &candidates, &mut tried, key),
+        };
         let c = &mut self.calls[call as usize];
         c.tried = tried;
         let Some((endpoint, permit)) = picked else {
             return self.end_call(call, Err(no_endpoint(&self.s.service)));
         };
-        c.tried.push(endpoint);
+        if !c.tried.contains(&endpoint) {
+            c.tried.push(endpoint);
+        }
         let att = Att {
             call,
             endpoint,
@@ -479,8 +487,17 @@ impl<'s> Engine<'s> {
             }
             Next::Retry | Next::Again => {
                 if next == Next::Again {
-                    // Only the same endpoint may answer it: let it be picked again.
-                    c.tried.retain(|id| *id != endpoint);
+                    // Only the same endpoint may answer it (`stages::select::again`): if
+                    // it is still a candidate and its breaker lets a request through.
+                    let breaker = &self.kernels[c.caller].endpoints[endpoint as usize].breaker;
+                    let permit = match c.candidates.members.contains(&endpoint) {
+                        true => breaker.try_acquire(),
+                        false => Permit::Rejected,
+                    };
+                    if permit == Permit::Rejected {
+                        return self.end_call(call, Err(err));
+                    }
+                    c.again = Some((endpoint, permit));
                 }
                 let wait = axle_client::decide::backoff(
                     std::time::Duration::from_millis(interval),
@@ -527,6 +544,11 @@ impl<'s> Engine<'s> {
             (Err(CallError::NoEndpoint { .. }), Some(last)) => Err(last),
             (r, _) => r,
         };
+        if let Some((id, permit)) = c.again.take() {
+            self.kernels[c.caller].endpoints[id as usize]
+                .breaker
+                .release(permit);
+        }
         if let Some(att) = c.att.take() {
             self.atts[att as usize].live = false;
             let ep = &self.kernels[c.caller].endpoints[self.atts[att as usize].endpoint as usize];
