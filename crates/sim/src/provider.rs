@@ -118,10 +118,11 @@ impl Provider {
                 Arrive::Refused
             };
         }
+        // Held even when it hangs: a kill resets every request on the connection.
+        self.holding.insert(attempt);
         if self.partitioned || (self.hang_share > 0.0 && rng.f64() < self.hang_share) {
             return Arrive::Hang;
         }
-        self.holding.insert(attempt);
         if self.busy < self.slots {
             self.busy += 1;
             return self.start(now, rng);
