@@ -177,7 +177,7 @@ fn client_path_allocation_sites() {
         *by_site.entry(site_frames(site, 8)).or_default() += 1;
     }
     let mut ranked: Vec<_> = by_site.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.1));
     for (frames, n) in &ranked {
         eprintln!(
             "{:.2} per call\n    {}\n",
@@ -201,10 +201,15 @@ fn client_path_allocations_are_counted_with_wasm_and_native_selectors() {
         10_000,
     );
     eprintln!("client path allocations per call: wasm selector {wasm:.2}, native twin {native:.2}");
-    // Every call allocates at least its reply; neither path is free, neither explodes.
-    assert!(wasm >= 1.0 && native >= 1.0, "wasm {wasm}, native {native}");
-    assert!(
-        wasm < 200.0 && native < 200.0,
-        "wasm {wasm}, native {native}"
-    );
+    // A regression bound, not a timing: the counts are deterministic. What is left per
+    // call is the reply's content type (a `String` in `Reply`) and, one call in 16, the
+    // selector's feedback batch growing (docs/performance.md, "Where the allocations go").
+    for (selector, per_call) in [("wasm", wasm), ("native", native)] {
+        assert!(
+            per_call <= 1.25,
+            "{selector} selector: {per_call:.2} allocations per call on the client path, \
+             over the bound of 1.25 (1.06 when it was set); run \
+             `client_path_allocation_sites` (--ignored --nocapture) to see where they are"
+        );
+    }
 }

@@ -97,7 +97,7 @@ impl Shared {
             pending.drain().map(|(_, w)| w).collect()
         };
         for w in waiters {
-            let _ = w.send(Err(TransportError::Reset {
+            w.send(Err(TransportError::Reset {
                 addr: self.addr.clone(),
                 reason: reason.to_string(),
             }));
@@ -194,7 +194,7 @@ impl Connection {
             let failed = writer_shared.clone();
             let writing = super::writer::run(write, rx, limits, move |frame, err| {
                 if let Some(w) = failed.take(frame.id) {
-                    let _ = w.send(Err(TransportError::Frame(err.to_string())));
+                    w.send(Err(TransportError::Frame(err.to_string())));
                 }
                 None
             });
@@ -263,7 +263,7 @@ impl Connection {
                                     .map(|()| frame)
                                     .map_err(|e| TransportError::Frame(e.to_string()));
                                 if let Some(w) = reader_shared.take(id) {
-                                    let _ = w.send(plain);
+                                    w.send(plain);
                                 }
                             }
                             Kind::Ping => {
