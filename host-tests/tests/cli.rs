@@ -356,13 +356,14 @@ fn axle_bench_hostile_runs_every_case_and_quarantines_the_broken_ones() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let rows = report["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 8, "{report}");
+    assert_eq!(rows.len(), axle_bench::hostile::CASES.len(), "{report}");
     let row = |case: &str| {
         rows.iter()
             .find(|r| r["case"] == case)
             .unwrap_or_else(|| panic!("{case} in {report}"))
     };
     assert_eq!(row("baseline: round-robin")["safe_defaults"], 0);
+    assert_eq!(row("the fixture, behaving")["safe_defaults"], 0);
     for case in [
         "panics on every call",
         "spins on every call",
