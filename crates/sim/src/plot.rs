@@ -38,9 +38,12 @@ fn share(r: &Report) -> Series {
     };
     let by_endpoint = r.series.first().is_some_and(|p| !p.endpoints.is_empty());
     for name in names {
+        // An interval with no request has no share (the last one may be empty): no point,
+        // rather than a drop to zero.
         let points = r
             .series
             .iter()
+            .filter(|p| p.requests > 0)
             .map(|p| {
                 let v = if by_endpoint {
                     p.endpoints.get(&name)
