@@ -137,17 +137,7 @@ fn routed(
             .or(svc.consumer_app.as_deref())
             .unwrap_or(""),
         address: &address,
-        fields: if reads.fields.is_empty() {
-            Vec::new()
-        } else {
-            super::route_fields::of(
-                state,
-                call.value,
-                call.body,
-                call.content_type,
-                &reads.fields,
-            )
-        },
+        fields: super::route_fields::of(state, call, &reads.fields),
     };
     {
         let memo = policy.memo.load();

@@ -10,24 +10,23 @@ use axle_core::payload;
 use axle_plugin_host::kinds::serializer::{Node, Value};
 
 use crate::state::ClientState;
+use crate::Call;
 
-/// The declared `paths` present in the request, in declaration order.
-pub fn of(
-    state: &ClientState,
-    value: Option<&Value>,
-    body: &[u8],
-    content_type: &str,
-    paths: &[String],
-) -> Vec<(String, String)> {
-    match value {
+/// The declared `paths` present in the call's request, in declaration order (none
+/// declared: nothing read).
+pub fn of(state: &ClientState, call: &Call<'_>, paths: &[String]) -> Vec<(String, String)> {
+    if paths.is_empty() {
+        return Vec::new();
+    }
+    match call.value {
         Some(value) => extract(value, paths),
-        None if content_type == payload::RAW => Vec::new(),
+        None if call.content_type == payload::RAW => Vec::new(),
         None => {
             let loadout = state.loadout.load();
             match loadout
                 .serializers
-                .get(content_type)
-                .map(|s| s.decode(body))
+                .get(call.content_type)
+                .map(|s| s.decode(call.body))
             {
                 Some(Ok(value)) => extract(&value, paths),
                 // Undecodable: the provider will say so; the route sees no fields.

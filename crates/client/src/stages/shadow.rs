@@ -72,17 +72,7 @@ pub fn route(
             .unwrap_or("")
             .to_string(),
         caller_address: svc.caller_address.load().to_string(),
-        fields: if shadows.route_fields.is_empty() {
-            Vec::new()
-        } else {
-            super::route_fields::of(
-                state,
-                call.value,
-                call.body,
-                call.content_type,
-                &shadows.route_fields,
-            )
-        },
+        fields: super::route_fields::of(state, call, &shadows.route_fields),
     };
     let mut left = rotation.to_vec();
     for router in routers {

@@ -152,6 +152,18 @@ burst = 1
 limiter = \"one\"
 ";
 
+    /// A handler answering its request.
+    fn echo() -> crate::Handler {
+        Arc::new(|req| {
+            Box::pin(async move {
+                Ok(Response {
+                    payload: req.payload,
+                    content_type: req.content_type,
+                })
+            })
+        })
+    }
+
     fn request(id: u64, service: &str, method: &str) -> Frame {
         let meta = Metadata {
             service: Some(service.into()),
@@ -188,18 +200,7 @@ limiter = \"one\"
 
     #[tokio::test]
     async fn a_method_no_handler_serves_is_not_found_and_never_reaches_the_limiter() {
-        let (_cache, _host, server) = serve(
-            ONE_PER_KEY,
-            Arc::new(|req| {
-                Box::pin(async move {
-                    Ok(Response {
-                        payload: req.payload,
-                        content_type: req.content_type,
-                    })
-                })
-            }),
-        )
-        .await;
+        let (_cache, _host, server) = serve(ONE_PER_KEY, echo()).await;
         let p = &server.pipeline;
         let limiter_calls = || p.limiter.load().as_ref().unwrap().counters().stats.calls;
         let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
@@ -312,18 +313,7 @@ shadow-sample = 1.0
 
     #[tokio::test]
     async fn a_shadow_limiter_hears_each_end_never_decides_and_swaps_out() {
-        let (_cache, host, server) = serve(
-            SHADOW_TWO,
-            Arc::new(|req| {
-                Box::pin(async move {
-                    Ok(Response {
-                        payload: req.payload,
-                        content_type: req.content_type,
-                    })
-                })
-            }),
-        )
-        .await;
+        let (_cache, host, server) = serve(SHADOW_TWO, echo()).await;
         let p = &server.pipeline;
         let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
         for i in 0..10 {
