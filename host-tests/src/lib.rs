@@ -2,6 +2,7 @@
 
 pub mod etcd;
 pub mod http;
+pub mod load;
 pub mod webdriver;
 
 use std::path::{Path, PathBuf};

@@ -4,16 +4,14 @@
 //! counts, shares and states; the two time limits the issue sets (1 s, 5 s) are far above
 //! what the mechanisms need (milliseconds, one scoring tick).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axle::client::{CallOptions, Client};
-use axle::health::{HealthChange, HealthEvent};
+use axle::health::HealthChange;
 use axle::manifest::EndpointSpec;
+use axle_host_tests::load::{event, Load};
 use axle_host_tests::{calls_at, governed_client, rt, ServeProcess, TestHost};
 use bytes::Bytes;
-use tokio::sync::broadcast::Receiver;
 
 fn at(servers: &[&ServeProcess]) -> Vec<EndpointSpec> {
     servers.iter().map(|s| EndpointSpec::new(&s.addr)).collect()
@@ -24,106 +22,6 @@ fn in_rotation(client: &Client, addr: &str) -> bool {
         .endpoints()
         .into_iter()
         .any(|v| v.address == addr && v.in_rotation)
-}
-
-/// Calls made and failed by a [`Load`].
-#[derive(Default)]
-struct Counts {
-    ok: AtomicU64,
-    failed: AtomicU64,
-}
-
-/// `workers` tasks calling `flaky/x` in a loop until stopped (or `max` calls in all).
-struct Load {
-    stop: Arc<AtomicBool>,
-    counts: Arc<Counts>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Load {
-    fn start(client: &Client, workers: usize, max: u64) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let counts = Arc::new(Counts::default());
-        let tasks = (0..workers)
-            .map(|_| {
-                let (client, stop, counts) = (client.clone(), stop.clone(), counts.clone());
-                tokio::spawn(async move {
-                    while !stop.load(Relaxed)
-                        && counts.ok.load(Relaxed) + counts.failed.load(Relaxed) < max
-                    {
-                        let r = client
-                            .call_raw(
-                                "flaky",
-                                "x",
-                                Bytes::from_static(b"ping"),
-                                &CallOptions::default(),
-                            )
-                            .await;
-                        match r {
-                            Ok(_) => counts.ok.fetch_add(1, Relaxed),
-                            Err(e) => {
-                                if counts.failed.fetch_add(1, Relaxed) < 3 {
-                                    eprintln!("call failed: {e}");
-                                }
-                                0
-                            }
-                        };
-                    }
-                })
-            })
-            .collect();
-        Load {
-            stop,
-            counts,
-            tasks,
-        }
-    }
-
-    fn total(&self) -> u64 {
-        self.counts.ok.load(Relaxed) + self.counts.failed.load(Relaxed)
-    }
-
-    /// Waits until `n` calls were made in all (panics after 60 s: a stalled load is a
-    /// failure, not a hang).
-    async fn wait_until(&self, n: u64) {
-        let until = Instant::now() + Duration::from_secs(60);
-        while self.total() < n {
-            assert!(
-                Instant::now() < until,
-                "the load stalled at {} calls",
-                self.total()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    async fn finish(self) -> (u64, u64) {
-        self.stop.store(true, Relaxed);
-        for t in self.tasks {
-            let _ = t.await;
-        }
-        (
-            self.counts.ok.load(Relaxed),
-            self.counts.failed.load(Relaxed),
-        )
-    }
-}
-
-/// Waits for `change` of the endpoint at `addr`; when it came, or `None` after `limit`.
-async fn event(
-    rx: &mut Receiver<HealthEvent>,
-    addr: &str,
-    change: HealthChange,
-    limit: Duration,
-) -> Option<Instant> {
-    let until = tokio::time::Instant::now() + limit;
-    loop {
-        match tokio::time::timeout_at(until, rx.recv()).await {
-            Ok(Ok(e)) if e.address == addr && e.change == change => return Some(Instant::now()),
-            Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
-            Ok(Err(_)) | Err(_) => return None,
-        }
-    }
 }
 
 /// Health settings fast enough for tests (the defaults are for production).
@@ -144,7 +42,7 @@ fn a_provider_killed_under_load_leaves_rotation_at_once_and_no_call_fails() {
     let client = governed_client(&t.host, "flaky", at(&[&a, &b, &victim]), &retried());
     rt().block_on(async {
         let mut events = client.health_events();
-        let load = Load::start(&client, 16, 200_000);
+        let load = Load::start(&client, "flaky", 16, 200_000);
         load.wait_until(2_000).await;
         assert!(
             calls_at(&client, &victim_addr) > 300,
@@ -201,7 +99,7 @@ fn a_killed_provider_restarted_comes_back_through_a_probe_and_carries_its_share(
     let client = governed_client(&t.host, "flaky", at(&[&a, &b, &victim]), &retried());
     rt().block_on(async {
         let mut events = client.health_events();
-        let load = Load::start(&client, 8, 500_000);
+        let load = Load::start(&client, "flaky", 8, 500_000);
         victim.kill_9();
         event(
             &mut events,
@@ -256,7 +154,7 @@ fn a_half_dead_provider_turns_subhealthy_and_loses_its_traffic() {
     rt().block_on(async {
         let mut events = client.health_events();
         let started = Instant::now();
-        let load = Load::start(&client, 16, 500_000);
+        let load = Load::start(&client, "flaky", 16, 500_000);
         let disabled = event(
             &mut events,
             &half.addr,
@@ -350,7 +248,7 @@ fn the_ejection_cap_keeps_half_of_the_providers_in_rotation() {
     let client = governed_client(&t.host, "flaky", at(&[&good, &bad1, &bad2]), &governance);
     rt().block_on(async {
         let mut events = client.health_events();
-        let load = Load::start(&client, 8, 500_000);
+        let load = Load::start(&client, "flaky", 8, 500_000);
         // Both failing providers are judged; the cap lets only one of three out.
         let mut removed = 0;
         let until = Instant::now() + Duration::from_secs(20);

@@ -11,17 +11,14 @@
 //! counts of errors, which the mechanisms (verdicts, rotation, failover) decide.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axle::client::{CallOptions, Client, ClientConfig};
-use axle::health::{HealthChange, HealthEvent};
+use axle::client::{Client, ClientConfig};
+use axle::health::HealthChange;
 use axle::manifest::{EndpointSpec, Manifest};
+use axle_host_tests::load::{event, Load};
 use axle_host_tests::{calls_at, rt, run_axle, text, ServeProcess, TestHost};
-use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::broadcast::Receiver;
 
 /// The callers of both sides.
 const WORKERS: u64 = 16;
@@ -107,91 +104,6 @@ fn window(r: &Value, endpoint: &str, from: f64, to: f64) -> (f64, u64, u64) {
     (weighted / calls.max(1) as f64, errors, calls)
 }
 
-/// `WORKERS` tasks calling `flaky/x` in a loop until stopped (or `max` calls in all).
-struct Load {
-    stop: Arc<AtomicBool>,
-    ok: Arc<AtomicU64>,
-    failed: Arc<AtomicU64>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Load {
-    fn start(client: &Client, max: u64) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let tasks = (0..WORKERS)
-            .map(|_| {
-                let (client, stop) = (client.clone(), stop.clone());
-                let (ok, failed) = (ok.clone(), failed.clone());
-                tokio::spawn(async move {
-                    while !stop.load(Relaxed) && ok.load(Relaxed) + failed.load(Relaxed) < max {
-                        let body = Bytes::from_static(b"ping");
-                        match client
-                            .call_raw("flaky", "x", body, &CallOptions::default())
-                            .await
-                        {
-                            Ok(_) => ok.fetch_add(1, Relaxed),
-                            Err(e) => {
-                                if failed.fetch_add(1, Relaxed) < 3 {
-                                    eprintln!("call failed: {e}");
-                                }
-                                0
-                            }
-                        };
-                    }
-                })
-            })
-            .collect();
-        Load {
-            stop,
-            ok,
-            failed,
-            tasks,
-        }
-    }
-
-    fn total(&self) -> u64 {
-        self.ok.load(Relaxed) + self.failed.load(Relaxed)
-    }
-
-    fn failed(&self) -> u64 {
-        self.failed.load(Relaxed)
-    }
-
-    /// Waits until `n` calls were made in all (fails after 60 s: a stalled load is a
-    /// failure, not a hang).
-    async fn wait_until(&self, n: u64) {
-        let until = Instant::now() + Duration::from_secs(60);
-        while self.total() < n {
-            assert!(
-                Instant::now() < until,
-                "the load stalled at {} calls",
-                self.total()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-
-    async fn finish(self) {
-        self.stop.store(true, Relaxed);
-        for t in self.tasks {
-            let _ = t.await;
-        }
-    }
-}
-
-/// Waits for `change` of the endpoint at `addr` (fails after `limit`).
-async fn event(rx: &mut Receiver<HealthEvent>, addr: &str, change: HealthChange, limit: Duration) {
-    let until = tokio::time::Instant::now() + limit;
-    loop {
-        match tokio::time::timeout_at(until, rx.recv()).await {
-            Ok(Ok(e)) if e.address == addr && e.change == change => return,
-            Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
-            Ok(Err(_)) | Err(_) => panic!("no {change:?} of {addr} within {limit:?}"),
-        }
-    }
-}
-
 #[test]
 fn a_half_dead_provider_loses_its_traffic_alike_in_the_simulation() {
     let dir = tempfile::tempdir().unwrap();
@@ -201,14 +113,15 @@ fn a_half_dead_provider_loses_its_traffic_alike_in_the_simulation() {
     let client = client(&t, dir.path(), HALF_DEAD_MANIFEST, &[&a, &b, &half]);
     let (real_share, real_errors, real_after) = rt().block_on(async {
         let mut events = client.health_events();
-        let load = Load::start(&client, 1_000_000);
+        let load = Load::start(&client, "flaky", WORKERS as usize, 1_000_000);
         event(
             &mut events,
             &half.addr,
             HealthChange::Disabled,
             Duration::from_secs(20),
         )
-        .await;
+        .await
+        .expect("the half-dead provider was judged within 20 s");
         // Calls that hung before the verdict still fail up to 300 ms later: measure from
         // a timeout after it.
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -278,7 +191,7 @@ fn a_killed_provider_leaves_rotation_alike_in_the_simulation() {
     let (real_before, real_after, real_errors, per_call_ms) = rt().block_on(async {
         let mut events = client.health_events();
         let started = Instant::now();
-        let load = Load::start(&client, 1_000_000);
+        let load = Load::start(&client, "flaky", WORKERS as usize, 1_000_000);
         load.wait_until(3_000).await;
         // How long a call takes here, end to end (this machine, this load): the
         // simulated providers take as long, so both sides call at the same rate.
@@ -294,7 +207,8 @@ fn a_killed_provider_leaves_rotation_alike_in_the_simulation() {
             HealthChange::Unreachable,
             Duration::from_secs(10),
         )
-        .await;
+        .await
+        .expect("the killed provider was unreachable within 10 s");
         let (mine, all) = (calls_at(&client, &victim.addr), load.total());
         eprintln!(
             "kill -9: unreachable after {:?}, {all} calls",
