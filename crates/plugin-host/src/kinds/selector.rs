@@ -333,11 +333,20 @@ impl SelectorPlugin {
             buffer.push(outcome);
             (buffer.len() >= FEEDBACK_BATCH).then(|| std::mem::take(buffer))
         });
-        if let Some(batch) = full {
+        if let Some(mut batch) = full {
             // Busy or in quarantine: the batch is dropped (the kernel's facts keep it).
             let _ = self.pool.with(|member| {
-                member.pending.extend(batch);
+                member.pending.extend(batch.drain(..));
                 member.flush();
+            });
+            batch.clear();
+            // The emptied buffer goes back with its capacity: a batch costs no allocation.
+            FEEDBACK.with(|buffers| {
+                if let Some(slot) = buffers.borrow_mut().get_mut(&self.id) {
+                    if slot.capacity() == 0 {
+                        *slot = batch;
+                    }
+                }
             });
         }
     }
