@@ -83,12 +83,13 @@ struct Call {
     active: bool,
 }
 
-struct Att {
+pub(crate) struct Att {
     call: u32,
-    endpoint: u32,
+    pub(crate) endpoint: u32,
     permit: Permit,
     sent: u64,
     live: bool,
+    pub(crate) held: Option<crate::limit::Held>,
 }
 
 /// What a run produced, besides the report.
@@ -115,8 +116,10 @@ pub struct Engine<'s> {
     timeline: Vec<(u64, crate::faults::Action)>,
     calls: Vec<Call>,
     free_calls: Vec<u32>,
-    atts: Vec<Att>,
+    pub(crate) atts: Vec<Att>,
     serial: u32,
+    /// One limiter per provider, when the manifest fills the server's limiter slot.
+    pub(crate) limits: Option<crate::limit::Limits>,
     pub(crate) discovery_held: bool,
     /// Listing changes discovery could not deliver during an outage.
     pub(crate) held: Vec<(u32, bool)>,
@@ -143,6 +146,7 @@ impl<'s> Engine<'s> {
         let kernels = (0..s.callers)
             .map(|_| Kernel::new(manifest.clone(), &s.service, &s.requests, &providers))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let limits = crate::limit::Limits::load(&kernels[0].host, &manifest, providers.len())?;
         let rec = Recorder::new(s, &providers);
         Ok(Engine {
             s,
@@ -161,6 +165,7 @@ impl<'s> Engine<'s> {
             free_calls: Vec::new(),
             atts: Vec::new(),
             serial: 0,
+            limits,
             discovery_held: false,
             held: Vec::new(),
             rec,
@@ -354,6 +359,7 @@ impl<'s> Engine<'s> {
             permit,
             sent: self.now,
             live: true,
+            held: None,
         };
         // Attempt ids are never reused: a provider's queue and a pending `Done` may still
         // name an attempt its caller gave up on.
@@ -365,6 +371,9 @@ impl<'s> Engine<'s> {
             .started();
         let p = Kernel::provider_of(endpoint);
         self.rec.sent(self.now, p);
+        if self.providers[p].answers() && self.limit(id, p, caller, kind) {
+            return;
+        }
         let provider = &mut self.providers[p];
         match provider.arrive(id, self.now, &mut self.latency_rng) {
             Arrive::Refused => {
@@ -406,6 +415,7 @@ impl<'s> Engine<'s> {
         if self.providers[p].epoch != epoch {
             return; // killed since: its attempts already failed
         }
+        self.release(att, error);
         let atts = &self.atts;
         let next = self.providers[p].finish(att, self.now, &mut self.latency_rng, |a| {
             atts[a as usize].live
@@ -444,6 +454,7 @@ impl<'s> Engine<'s> {
 
     /// An attempt's result reaches its caller: feedback, then the retry decision.
     pub(crate) fn result(&mut self, att: u32, result: Result<Reply, CallError>) {
+        self.release(att, true); // not served: failed, killed, or given up on
         let a = &mut self.atts[att as usize];
         if !a.live {
             return;
@@ -534,6 +545,9 @@ impl<'s> Engine<'s> {
     }
 
     fn end_call(&mut self, call: u32, result: Result<Reply, CallError>) {
+        if let Some(att) = self.calls[call as usize].att {
+            self.release(att, true); // given up on: the provider hears the cancel
+        }
         let c = &mut self.calls[call as usize];
         if !c.active {
             return;

@@ -8,13 +8,15 @@
 //! One concern per file: `scenario.rs` (the file and its checks), `provider.rs` (latency,
 //! capacity, queue), `faults.rs` (the fault script as a timeline), `arrivals.rs`,
 //! `engine.rs` (the event loop), `caller.rs` (the kernel's request path),
-//! `health.rs` (the monitor's rounds), `report.rs` (JSON), `plot.rs` (SVG).
+//! `health.rs` (the monitor's rounds), `limit.rs` (the providers' limiters),
+//! `report.rs` (JSON), `plot.rs` (SVG).
 
 pub mod arrivals;
 pub mod caller;
 pub mod engine;
 pub mod faults;
 pub mod health;
+pub mod limit;
 pub mod plot;
 pub mod provider;
 pub mod report;

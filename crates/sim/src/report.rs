@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use axle_client::health::HealthChange;
 use axle_client::{CallError, Reply};
 use axle_core::latency::Latency;
+use axle_wire::ErrorClass;
 use serde::Serialize;
 
 use crate::caller::{counts, Kernel};
@@ -45,6 +46,8 @@ pub struct Recorder {
     /// Attempts per endpoint per bucket (flat: bucket × endpoints + endpoint).
     per_endpoint: Option<Vec<u32>>,
     sent_total: Vec<u64>,
+    /// Attempts each provider's limiter rejected.
+    pub rate_limited: Vec<u64>,
     requests: u64,
     ok: u64,
     errors: BTreeMap<&'static str, u64>,
@@ -124,6 +127,8 @@ pub struct EndpointOut {
     pub group: String,
     pub attempts: u64,
     pub share: f64,
+    /// Attempts its limiter rejected (`rate_limited`; 0 without a limiter).
+    pub rate_limited: u64,
     /// Its standing at the end, as the caller saw it.
     pub state: &'static str,
 }
@@ -148,6 +153,10 @@ fn label(e: &CallError) -> &'static str {
         CallError::Transport(T::Connect { .. }) => "refused",
         CallError::Transport(T::Reset { .. }) => "reset",
         CallError::Transport(_) => "transport",
+        CallError::Remote {
+            class: ErrorClass::RateLimited,
+            ..
+        } => "rate_limited",
         CallError::Remote { .. } => "internal",
         CallError::BreakerOpen { .. } => "breaker_open",
         CallError::NoEndpoint { .. } => "no_endpoint",
@@ -183,6 +192,7 @@ impl Recorder {
             buckets,
             per_endpoint: (cells <= MAX_CELLS).then(|| vec![0; cells]),
             sent_total: vec![0; providers.len()],
+            rate_limited: vec![0; providers.len()],
             requests: 0,
             ok: 0,
             errors: BTreeMap::new(),
@@ -386,6 +396,7 @@ impl Recorder {
                 group: self.groups[self.group_of[p]].clone(),
                 attempts: self.sent_total[p],
                 share: ratio(self.sent_total[p], all_sent),
+                rate_limited: self.rate_limited[p],
                 state: self.final_states.get(p).copied().unwrap_or("unknown"),
             })
             .collect();
