@@ -113,15 +113,16 @@ fn summary(r: &Report) {
         println!("health: {}", health.join(", "));
     }
     println!(
-        "{:<24} {:>10} {:>8}  state",
-        "endpoint", "attempts", "share"
+        "{:<24} {:>10} {:>8} {:>12}  state",
+        "endpoint", "attempts", "share", "rate-limited"
     );
     for e in r.endpoints.iter().take(20) {
         println!(
-            "{:<24} {:>10} {:>7.2}%  {}",
+            "{:<24} {:>10} {:>7.2}% {:>12}  {}",
             e.name,
             e.attempts,
             100.0 * e.share,
+            e.rate_limited,
             e.state
         );
     }

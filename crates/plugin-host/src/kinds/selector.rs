@@ -336,7 +336,7 @@ impl SelectorPlugin {
         if let Some(mut batch) = full {
             // Busy or in quarantine: the batch is dropped (the kernel's facts keep it).
             let _ = self.pool.with(|member| {
-                member.pending.extend(batch.drain(..));
+                member.pending.append(&mut batch);
                 member.flush();
             });
             batch.clear();
