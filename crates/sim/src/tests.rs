@@ -268,18 +268,39 @@ fn a_concurrency_limiter_hears_every_end() {
 }
 
 #[test]
-fn a_limiter_for_too_many_providers_is_a_scenario_error() {
+fn a_limiter_for_too_many_providers_is_not_simulated() {
+    // A limiter that would reject nearly everything: none of it shows, since above the
+    // cap the providers run without one (the run says so on stderr).
     let over = crate::limit::MAX_LIMITED as u32 + 1;
-    let err = crate::run_with(
+    let run = crate::run_with(
         &steady(over, 10, 1),
-        limited("token-bucket", "rate = 50\nburst = 20"),
+        limited("token-bucket", "rate = 1\nburst = 1"),
         "limited.toml",
         None,
     )
-    .err()
-    .expect("refused");
-    let text = format!("{err:#}");
-    assert!(text.contains("`lim`") && text.contains("257"), "{text}");
+    .expect("runs without the limiter");
+    let t = &run.report.totals;
+    assert!(t.ok > 0, "{t:?}");
+    assert_eq!(t.errors.get("rate_limited"), None, "{t:?}");
+}
+
+#[test]
+fn the_bench_scenario_runs_under_the_embedded_limiter() {
+    // `axle bench sim`'s manifest keeps the embedded defaults' limiter slot: 10,000
+    // providers must not make the run an error.
+    let (s, m) = crate::bench_scenario().unwrap();
+    assert!(
+        m.slots.limiter.is_some(),
+        "the defaults fill the limiter slot"
+    );
+    let host = axle_plugin_host::PluginHost::new(None).unwrap();
+    let limits = crate::limit::Limits::load(
+        &host,
+        &m,
+        s.providers.iter().map(|g| g.count as usize).sum(),
+    )
+    .expect("no error");
+    assert!(limits.is_none());
 }
 
 #[test]
