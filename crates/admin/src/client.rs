@@ -32,7 +32,7 @@ pub async fn request(
         service: Some(SERVICE.to_string()),
         method: Some(method.to_string()),
         deadline_us: Some(timeout.as_micros() as u64),
-        content_type: Some(JSON.to_string()),
+        content_type: Some(JSON.into()),
         ..Metadata::default()
     };
     let answer = conn.call(0, meta, Bytes::from(payload), deadline).await;

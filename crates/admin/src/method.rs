@@ -52,7 +52,7 @@ pub fn handler(targets: Arc<Targets>, m: AdminMethod) -> Handler {
                 .map_err(|e| Status::internal(format!("cannot encode the answer: {e}")))?;
             Ok(Response {
                 payload: Bytes::from(bytes),
-                content_type: JSON.to_string(),
+                content_type: JSON.into(),
             })
         })
     })

@@ -20,6 +20,7 @@ mod weights;
 #[cfg(test)]
 mod tests;
 
+pub use axle_wire::ContentType;
 pub use error::CallError;
 
 /// The request path's pure decisions, for whoever replays it off the network
@@ -53,7 +54,7 @@ pub struct Reply {
     /// The response body.
     pub payload: Bytes,
     /// How the body is encoded.
-    pub content_type: String,
+    pub content_type: ContentType,
     /// The endpoint that answered (none for a static fallback).
     pub endpoint: Option<u32>,
     /// Whether this is the method's fallback rather than a real answer.

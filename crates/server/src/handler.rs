@@ -10,19 +10,19 @@ use futures::future::BoxFuture;
 use super::Context;
 use axle_core::payload;
 use axle_plugin_host::kinds::serializer::{SerializeError, SerializerPlugin};
-use axle_wire::ErrorClass;
+use axle_wire::{ContentType, ErrorClass};
 
 /// A request as a handler sees it.
 pub struct Request {
     pub ctx: Context,
     pub payload: Bytes,
-    pub content_type: String,
+    pub content_type: ContentType,
 }
 
 /// A handler's answer.
 pub struct Response {
     pub payload: Bytes,
-    pub content_type: String,
+    pub content_type: ContentType,
 }
 
 /// A handler's refusal: an error class, a message for the caller and, for a business
@@ -91,7 +91,7 @@ where
         let f = f.clone();
         Box::pin(async move {
             let serializer = serializers
-                .get(&request.content_type)
+                .get(request.content_type.as_str())
                 .cloned()
                 .ok_or_else(|| {
                     Status::bad_request(format!(

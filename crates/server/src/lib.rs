@@ -11,6 +11,7 @@ pub mod stages;
 pub mod stats;
 mod trace;
 
+pub use axle_wire::ContentType;
 pub use context::Context;
 pub use handler::{Handler, Request, Response, Status};
 pub use limiter_slot::LimiterSlot;

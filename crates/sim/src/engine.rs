@@ -444,7 +444,7 @@ impl<'s> Engine<'s> {
             let endpoint = Some(self.atts[att as usize].endpoint);
             Ok(Reply {
                 payload: bytes::Bytes::new(),
-                content_type: String::new(),
+                content_type: axle_wire::ContentType::RAW,
                 endpoint,
                 fallback: false,
             })

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use super::{ErrorClass, Metadata};
+use super::{ContentType, ErrorClass, Metadata};
 
 /// Flag bit 0: the request comes from outside the trust boundary.
 pub const FLAG_EXTERNAL: u16 = 1;
@@ -57,7 +57,7 @@ impl Frame {
     }
 
     /// A successful response.
-    pub fn response(id: u64, content_type: Option<String>, payload: Bytes) -> Frame {
+    pub fn response(id: u64, content_type: Option<ContentType>, payload: Bytes) -> Frame {
         Frame {
             kind: Kind::Response,
             flags: 0,

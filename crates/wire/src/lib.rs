@@ -3,6 +3,7 @@
 
 mod codec;
 mod compression;
+mod content_type;
 mod error_class;
 mod frame;
 mod metadata;
@@ -10,6 +11,7 @@ mod text_fields;
 
 pub use codec::{encode_into as codec_encode, FrameCodec, Limits, WireError, HEADER_LEN};
 pub use compression::{decompress, Compression, Encoding, MAX_RATIO};
+pub use content_type::ContentType;
 pub use error_class::ErrorClass;
 pub use frame::{Frame, Kind, FLAG_EXTERNAL};
 pub use metadata::Metadata;

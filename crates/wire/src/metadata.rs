@@ -2,7 +2,7 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::{ErrorClass, WireError};
+use super::{ContentType, ErrorClass, WireError};
 
 pub(crate) const SERVICE: u8 = 1;
 pub(crate) const METHOD: u8 = 2;
@@ -29,7 +29,7 @@ pub struct Metadata {
     pub deadline_us: Option<u64>,
     pub consumer_app: Option<String>,
     pub tags: Vec<(String, String)>,
-    pub content_type: Option<String>,
+    pub content_type: Option<ContentType>,
     /// The W3C trace the request belongs to (with `span_id`, a `traceparent`).
     pub trace_id: Option<[u8; 16]>,
     pub error_class: Option<ErrorClass>,
@@ -88,7 +88,11 @@ pub(crate) fn put_tag(out: &mut BytesMut, key: &str, value: &str) -> Result<(), 
 }
 
 fn text(tag: u8, value: &[u8]) -> Result<String, WireError> {
-    String::from_utf8(value.to_vec())
+    text_ref(tag, value).map(str::to_owned)
+}
+
+fn text_ref(tag: u8, value: &[u8]) -> Result<&str, WireError> {
+    std::str::from_utf8(value)
         .map_err(|_| WireError::Malformed(format!("metadata field {tag} is not UTF-8")))
 }
 
@@ -187,7 +191,7 @@ impl Metadata {
                     })?;
                     m.tags.push((k.to_string(), v.to_string()));
                 }
-                CONTENT_TYPE => m.content_type = Some(text(tag, value)?),
+                CONTENT_TYPE => m.content_type = Some(ContentType::new(text_ref(tag, value)?)),
                 TRACE_ID => m.trace_id = Some(fixed(tag, value)?),
                 ERROR_CLASS => {
                     let [code] = fixed::<1>(tag, value)?;

@@ -8,10 +8,11 @@ use bytes::Bytes;
 use crate::state::{ClientState, ServiceState};
 use crate::{CallError, Reply};
 use axle_plugin_host::kinds::serializer::Value;
+use axle_wire::ContentType;
 
 /// Encodes a request value with the service's serializer; returns the bytes and their
 /// content type.
-pub fn encode(svc: &Arc<ServiceState>, value: &Value) -> Result<(Bytes, String), CallError> {
+pub fn encode(svc: &Arc<ServiceState>, value: &Value) -> Result<(Bytes, ContentType), CallError> {
     let slots = svc.slots.load();
     let serializer = slots.serializer.as_ref().ok_or_else(|| {
         CallError::Encode(format!(
@@ -22,7 +23,7 @@ pub fn encode(svc: &Arc<ServiceState>, value: &Value) -> Result<(Bytes, String),
     let bytes = serializer
         .encode(value)
         .map_err(|e| CallError::Encode(e.to_string()))?;
-    Ok((Bytes::from(bytes), serializer.content_type().to_string()))
+    Ok((Bytes::from(bytes), serializer.content_type().clone()))
 }
 
 /// Decodes a response with the serializer of its content type.
@@ -30,7 +31,7 @@ pub fn decode(state: &ClientState, reply: &Reply) -> Result<Value, CallError> {
     let loadout = state.loadout.load();
     let serializer = loadout
         .serializers
-        .get(&reply.content_type)
+        .get(reply.content_type.as_str())
         .ok_or_else(|| {
             CallError::Decode(format!(
                 "no serializer for content type `{}`",

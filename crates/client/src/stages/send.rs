@@ -60,10 +60,7 @@ pub async fn send(
         }),
         None => Ok(Reply {
             payload: frame.payload,
-            content_type: frame
-                .meta
-                .content_type
-                .unwrap_or_else(|| axle_core::payload::RAW.to_string()),
+            content_type: frame.meta.content_type.unwrap_or_default(),
             endpoint: Some(ep.id),
             fallback: false,
         }),

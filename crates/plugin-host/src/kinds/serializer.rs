@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
+use axle_wire::ContentType;
 
 pub use axle_spi::{Node, Value};
 
@@ -31,7 +32,7 @@ pub enum SerializeError {
 /// A loaded serializer.
 pub struct SerializerPlugin {
     pool: Pool<Instance<SerializerKind>>,
-    content_type: String,
+    content_type: ContentType,
     /// How long a call waits for a dead instance's replacement (the plugin's
     /// `timeout-ms`): a serializer has no safe default but an error.
     replacement_wait: Duration,
@@ -54,12 +55,13 @@ impl SerializerPlugin {
         Ok(SerializerPlugin {
             replacement_wait: Duration::from_millis(owner.timeout_ms),
             pool: Pool::new(instances, owner),
-            content_type,
+            content_type: ContentType::intern(&content_type),
         })
     }
 
-    /// The content type the plugin declared at load.
-    pub fn content_type(&self) -> &str {
+    /// The content type the plugin declared at load (interned: frames naming it are read
+    /// without allocating).
+    pub fn content_type(&self) -> &ContentType {
         &self.content_type
     }
 

@@ -40,10 +40,7 @@ pub async fn dispatch(
     let span = crate::trace::handler_span(&ctx, request.meta.span_id.as_ref());
     let req = Request {
         ctx,
-        content_type: request
-            .meta
-            .content_type
-            .unwrap_or_else(|| axle_core::payload::RAW.to_string()),
+        content_type: request.meta.content_type.unwrap_or_default(),
         payload: request.payload,
     };
     let started = Instant::now();

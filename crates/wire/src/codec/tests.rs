@@ -1,5 +1,5 @@
 use super::*;
-use crate::ErrorClass;
+use crate::{ContentType, ErrorClass};
 use bytes::Bytes;
 use proptest::prelude::*;
 
@@ -168,7 +168,7 @@ fn metadata() -> impl Strategy<Value = Metadata> {
                 deadline_us: d,
                 consumer_app: a,
                 tags: t,
-                content_type: c,
+                content_type: c.map(ContentType::from),
                 trace_id: tr,
                 error_class: e,
                 error_message: em,
