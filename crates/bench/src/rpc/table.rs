@@ -49,8 +49,8 @@ pub fn render(report: &Report) -> String {
     if let Some(x) = &report.ratios {
         let _ = writeln!(
             out,
-            "\nat {} B, concurrency {}: axle/tonic req/s {:.2} (target >= 1.5), axle/raw req/s \
-             {:.2} (target >= 0.7), axle/tonic p99 {:.2} (target <= 1), axle/tonic cpu per \
+            "\nat {} B, concurrency {}: axle/tonic req/s {:.2} (target >= 3), axle/raw req/s \
+             {:.2} (target >= 0.8), axle/tonic p99 {:.2} (target <= 1), axle/tonic cpu per \
              request {}",
             report.payload_bytes,
             x.concurrency,
@@ -62,8 +62,8 @@ pub fn render(report: &Report) -> String {
         if let Some(ratio) = x.wasm_vs_native {
             let _ = writeln!(
                 out,
-                "wasm plugins vs native twins (axle/axle-native): req/s {ratio:.2}, cpu per \
-                 request {}",
+                "wasm plugins vs native twins (axle/axle-native): req/s {ratio:.2} (target >= \
+                 0.95), cpu per request {}",
                 opt(x.wasm_vs_native_cpu, 2)
             );
         }

@@ -183,7 +183,13 @@ impl<D: Dispatch> Conn<D> {
                 None => return End::Gone,
                 Some(Ok(frame)) => frame,
                 Some(Err(e)) => {
-                    tracing::warn!(peer = %self.peer.addr, "closing the connection: {e}");
+                    if peer_went_away(&e) {
+                        // A peer closing its socket (over TLS: without close_notify, as
+                        // most clients do) is how connections end, not a fault.
+                        tracing::debug!(peer = %self.peer.addr, "the peer closed the connection: {e}");
+                    } else {
+                        tracing::warn!(peer = %self.peer.addr, "closing the connection: {e}");
+                    }
                     if let WireError::Version(_) = e {
                         let _ = tx.send(Frame::goaway(e.to_string())).await;
                     }
@@ -314,4 +320,11 @@ impl Drop for Release {
             self.state.in_flight.fetch_sub(1, Relaxed);
         }
     }
+}
+
+/// Whether a read error only says the peer hung up (reset, or end of stream where TLS
+/// wanted a close_notify first), as opposed to sending something wrong.
+fn peer_went_away(e: &WireError) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    matches!(e, WireError::Io(io) if matches!(io.kind(), UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe))
 }
