@@ -106,6 +106,42 @@ fn client_allocs_per_call(host: &PluginHost, calls: u64) -> f64 {
     client_path(host, calls, false).0
 }
 
+/// A client of the echo service at `addr`, with the current-thread runtime it is driven
+/// on (this thread).
+fn echo_client(
+    host: &PluginHost,
+    manifest: &Manifest,
+    addr: std::net::SocketAddr,
+) -> (Client, tokio::runtime::Runtime) {
+    let mut m = manifest.clone();
+    m.endpoints.clear();
+    let client = Client::new(
+        host,
+        ClientConfig::new(m).endpoints("echo", [EndpointSpec::new(addr.to_string())]),
+    )
+    .expect("client");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    (client, rt)
+}
+
+/// `calls` sequential 1 KiB echo calls.
+async fn echo_calls(client: &Client, calls: u64) {
+    let body = bytes::Bytes::from(vec![0x5a; 1024]);
+    let options = CallOptions::default();
+    for _ in 0..calls {
+        client
+            .call_raw("echo", "echo", body.clone(), &options)
+            .await
+            .expect("call");
+    }
+}
+
+/// Calls made before counting: the connection, route memo, candidate sets, buffers.
+const WARM_UP: u64 = 2_000;
+
 /// The client's steady-state path driven `calls` times after warm-up: allocations per
 /// call, and (when `traced`) a backtrace of each.
 fn client_path(host: &PluginHost, calls: u64, traced: bool) -> (f64, Vec<Backtrace>) {
@@ -120,40 +156,16 @@ fn client_path(host: &PluginHost, calls: u64, traced: bool) -> (f64, Vec<Backtra
             .await
             .expect("bind")
     });
-    let mut m = manifest.clone();
-    m.endpoints.clear();
-    let client = Client::new(
-        host,
-        ClientConfig::new(m)
-            .endpoints("echo", [EndpointSpec::new(server.local_addr().to_string())]),
-    )
-    .expect("client");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("client runtime");
-    let body = bytes::Bytes::from(vec![0x5a; 1024]);
+    let (client, rt) = echo_client(host, &manifest, server.local_addr());
     let per_call = rt.block_on(async {
-        let options = CallOptions::default();
-        // Warm-up: the connection, route memo, candidate sets, buffers.
-        for _ in 0..2_000 {
-            client
-                .call_raw("echo", "echo", body.clone(), &options)
-                .await
-                .expect("call");
-        }
+        echo_calls(&client, WARM_UP).await;
         let before = thread_allocations().expect("counting allocator installed");
         if traced {
             // Every allocation on this thread, the connection's own tasks included (they
             // run on this runtime too).
             trace_start();
         }
-        for _ in 0..calls {
-            client
-                .call_raw("echo", "echo", body.clone(), &options)
-                .await
-                .expect("call");
-        }
+        echo_calls(&client, calls).await;
         let sites = if traced { trace_stop() } else { Vec::new() };
         let per_call = (thread_allocations().unwrap() - before) as f64 / calls as f64;
         (per_call, sites)
@@ -170,16 +182,15 @@ fn server_path(host: &PluginHost, calls: u64, traced: bool) -> (f64, Vec<Backtra
     let manifest = Manifest::embedded().expect("manifest");
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server_manifest = manifest.clone();
     std::thread::scope(|scope| {
-        let server_thread = scope.spawn(move || {
+        let server_thread = scope.spawn(|| {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("server runtime");
             rt.block_on(async {
                 let server = ServerBuilder::new()
-                    .with_manifest(host, &server_manifest)
+                    .with_manifest(host, &manifest)
                     .expect("server plugins");
                 let server = axle::services::echo::register(server)
                     .bind("127.0.0.1:0")
@@ -193,31 +204,14 @@ fn server_path(host: &PluginHost, calls: u64, traced: bool) -> (f64, Vec<Backtra
             });
         });
         let (addr, server_rt) = ready_rx.recv().expect("server started");
-        let mut m = manifest;
-        m.endpoints.clear();
-        let client = Client::new(
-            host,
-            ClientConfig::new(m).endpoints("echo", [EndpointSpec::new(addr.to_string())]),
-        )
-        .expect("client");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("client runtime");
-        let body = bytes::Bytes::from(vec![0x5a; 1024]);
+        let (client, rt) = echo_client(host, &manifest, addr);
         // Runs `f` on the server's thread (a task of its runtime) and returns its answer.
         let on_server = |f: fn() -> (Option<u64>, Vec<Backtrace>)| {
             let task = server_rt.spawn(async move { f() });
             async move { task.await.expect("server task") }
         };
         let result = rt.block_on(async {
-            let options = CallOptions::default();
-            for _ in 0..2_000 {
-                client
-                    .call_raw("echo", "echo", body.clone(), &options)
-                    .await
-                    .expect("call");
-            }
+            echo_calls(&client, WARM_UP).await;
             let (before, _) = on_server(if traced {
                 || {
                     trace_start();
@@ -227,12 +221,7 @@ fn server_path(host: &PluginHost, calls: u64, traced: bool) -> (f64, Vec<Backtra
                 || (thread_allocations(), Vec::new())
             })
             .await;
-            for _ in 0..calls {
-                client
-                    .call_raw("echo", "echo", body.clone(), &options)
-                    .await
-                    .expect("call");
-            }
+            echo_calls(&client, calls).await;
             let (after, sites) = on_server(if traced {
                 || (thread_allocations(), trace_stop())
             } else {
