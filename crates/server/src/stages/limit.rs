@@ -228,8 +228,10 @@ limiter = \"one\"
         server.shutdown(std::time::Duration::ZERO).await;
     }
 
-    /// A concurrency limiter of exactly two requests in flight per method.
-    const TWO_IN_FLIGHT: &str = "\
+    /// Plugin `two`: a concurrency limiter of exactly two requests in flight per method.
+    macro_rules! two_in_flight_plugin {
+        () => {
+            "\
 [plugins.two]
 kind = \"limiter\"
 component = \"builtin:adaptive-concurrency\"
@@ -238,9 +240,12 @@ key-on = []
 [plugins.two.config]
 initial-limit = 2
 max-limit = 2
-[slots]
-limiter = \"two\"
-";
+"
+        };
+    }
+
+    /// `two` as the live limiter.
+    const TWO_IN_FLIGHT: &str = concat!(two_in_flight_plugin!(), "[slots]\nlimiter = \"two\"\n");
 
     #[tokio::test]
     async fn a_concurrency_limiter_hears_each_admitted_request_end() {
@@ -296,20 +301,11 @@ limiter = \"two\"
         server.shutdown(std::time::Duration::ZERO).await;
     }
 
-    /// No live limiter; a shadow concurrency limiter of two in flight, asked every time.
-    const SHADOW_TWO: &str = "\
-[plugins.two]
-kind = \"limiter\"
-component = \"builtin:adaptive-concurrency\"
-timeout-ms = 1000
-key-on = []
-[plugins.two.config]
-initial-limit = 2
-max-limit = 2
-[slots]
-shadow-limiter = \"two\"
-shadow-sample = 1.0
-";
+    /// No live limiter; `two` as a shadow limiter, asked every time.
+    const SHADOW_TWO: &str = concat!(
+        two_in_flight_plugin!(),
+        "[slots]\nshadow-limiter = \"two\"\nshadow-sample = 1.0\n"
+    );
 
     #[tokio::test]
     async fn a_shadow_limiter_hears_each_end_never_decides_and_swaps_out() {
