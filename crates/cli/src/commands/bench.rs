@@ -155,9 +155,9 @@ fn print_table(report: &Report) {
             vs_native
         );
     }
-    // The foundation's targets, read off this run.
+    // The selector targets, read off this run.
     println!(
-        "\nselector targets (≤ 2x floor at 10 endpoints; ≤ 1.2x own cost at 10 when at 10,000):"
+        "\nselector targets (≤ 1.5x floor at 10 endpoints; ≤ 1.2x own cost at 10 when at 10,000):"
     );
     let selectors: std::collections::BTreeSet<&str> = report
         .plugins
