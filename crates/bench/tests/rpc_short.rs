@@ -205,27 +205,19 @@ fn server_path(host: &PluginHost, calls: u64, traced: bool) -> (f64, Vec<Backtra
         });
         let (addr, server_rt) = ready_rx.recv().expect("server started");
         let (client, rt) = echo_client(host, &manifest, addr);
-        // Runs `f` on the server's thread (a task of its runtime) and returns its answer.
-        let on_server = |f: fn() -> (Option<u64>, Vec<Backtrace>)| {
-            let task = server_rt.spawn(async move { f() });
-            async move { task.await.expect("server task") }
-        };
         let result = rt.block_on(async {
             echo_calls(&client, WARM_UP).await;
-            let (before, _) = on_server(if traced {
-                || {
+            let before = on_server(&server_rt, move || {
+                if traced {
                     trace_start();
-                    (thread_allocations(), Vec::new())
                 }
-            } else {
-                || (thread_allocations(), Vec::new())
+                thread_allocations()
             })
             .await;
             echo_calls(&client, calls).await;
-            let (after, sites) = on_server(if traced {
-                || (thread_allocations(), trace_stop())
-            } else {
-                || (thread_allocations(), Vec::new())
+            let (after, sites) = on_server(&server_rt, move || {
+                let after = thread_allocations();
+                (after, if traced { trace_stop() } else { Vec::new() })
             })
             .await;
             let counted = after.expect("counting allocator installed") - before.unwrap();
@@ -235,6 +227,17 @@ fn server_path(host: &PluginHost, calls: u64, traced: bool) -> (f64, Vec<Backtra
         server_thread.join().expect("server thread");
         result
     })
+}
+
+/// Runs `f` on the server's thread (a task of its runtime) and returns its answer.
+async fn on_server<T: Send + 'static>(
+    server_rt: &tokio::runtime::Handle,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    server_rt
+        .spawn(async move { f() })
+        .await
+        .expect("server task")
 }
 
 /// Where the client path's allocations come from: 50 calls traced (a backtrace per

@@ -186,10 +186,7 @@ impl From<&str> for ContentType {
 
 impl From<String> for ContentType {
     fn from(name: String) -> Self {
-        match known(&name) {
-            Some(k) => ContentType(Repr::Known(k)),
-            None => ContentType(Repr::Other(Arc::from(name))),
-        }
+        ContentType::new(&name)
     }
 }
 
