@@ -10,6 +10,7 @@ use axle_host_tests::{built_component, drive_echo, rt, ServeProcess};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 const CALLERS: usize = 32;
 
@@ -99,11 +100,29 @@ struct Run {
 
 /// `calls` calls from each of [`CALLERS`] tasks; fails the test if any task panicked.
 fn run(behaviour: &str, every: i64, calls: u64) -> Run {
-    run_in("rust", behaviour, every, calls)
+    run_in("rust", behaviour, every, calls, |_| true)
 }
 
-/// [`run`] with the fixture in `lang`.
-fn run_in(lang: &str, behaviour: &str, every: i64, calls: u64) -> Run {
+/// [`run`], then calls until the faulted instance's replacement is in use.
+fn run_until_replaced(lang: &str, behaviour: &str, every: i64, calls: u64) -> Run {
+    run_in(lang, behaviour, every, calls, |s| s.replaced >= 1)
+}
+
+/// How long a test waits for a state it expects (a replacement picked up) before failing.
+const STATE_WAIT: Duration = Duration::from_secs(60);
+
+/// [`run`] with the fixture in `lang`. Once the callers are done, one caller goes on
+/// calling, a few calls at a time, until `reached` holds of the plugin's counters (or
+/// [`STATE_WAIT`] passes): a replacement is made on a rebuild thread and put in use by
+/// the first call after it is ready, so how many calls that takes depends on how busy
+/// the machine is, never on the plugin.
+fn run_in(
+    lang: &str,
+    behaviour: &str,
+    every: i64,
+    calls: u64,
+    reached: fn(&StatsSnapshot) -> bool,
+) -> Run {
     let providers: Vec<ServeProcess> = (0..3).map(|_| ServeProcess::start(&[])).collect();
     let endpoints: Vec<EndpointSpec> = providers
         .iter()
@@ -114,12 +133,25 @@ fn run_in(lang: &str, behaviour: &str, every: i64, calls: u64) -> Run {
     let runtime = rt();
     let client = hostile_client(&host, lang, behaviour, every, &endpoints);
     let (ok, failed) = drive_echo(&runtime, &client, CALLERS, calls, behaviour, plain);
-    let stats = client
-        .plugin_stats()
-        .into_iter()
-        .find(|(name, _)| name == "hostile")
-        .map(|(_, s)| s)
-        .expect("the hostile plugin's counters");
+    let hostile = || {
+        client
+            .plugin_stats()
+            .into_iter()
+            .find(|(name, _)| name == "hostile")
+            .map(|(_, s)| s)
+            .expect("the hostile plugin's counters")
+    };
+    let waiting = Instant::now();
+    let mut stats = hostile();
+    while !reached(&stats) && waiting.elapsed() < STATE_WAIT {
+        std::thread::sleep(Duration::from_millis(10));
+        let (_, more_failed) = drive_echo(&runtime, &client, 1, 4, behaviour, plain);
+        assert_eq!(
+            more_failed, 0,
+            "{behaviour}: a call made while waiting failed"
+        );
+        stats = hostile();
+    }
     eprintln!(
         "{behaviour}: {ok} ok, {failed} failed; plugin calls {}, faults {} (timeouts {}, \
          memory {}, blocked {}, traps {}), replaced {}, log lines {} (dropped {})",
@@ -153,7 +185,7 @@ fn a_printing_plugin_logs_and_every_call_completes() {
 
 #[test]
 fn a_panicking_plugin_is_replaced_and_its_message_logged() {
-    let r = run("panic", 50, 100);
+    let r = run_until_replaced("rust", "panic", 50, 100);
     assert_eq!((r.ok, r.failed), (3_200, 0), "the safe default answers");
     assert!(r.stats.traps >= 1, "the panic is a trap");
     assert!(r.stats.replaced >= 1, "the instance is replaced");
@@ -218,7 +250,7 @@ fn a_plugin_whose_init_never_returns_fails_to_load_with_a_reason() {
 
 #[test]
 fn a_plugin_growing_its_memory_hits_the_cap_and_is_replaced() {
-    let r = run("grow", 1, 50);
+    let r = run_until_replaced("rust", "grow", 1, 50);
     assert_eq!((r.ok, r.failed), (1_600, 0), "the safe default answers");
     assert!(
         r.stats.memory >= 1,
@@ -231,7 +263,7 @@ fn a_plugin_growing_its_memory_hits_the_cap_and_is_replaced() {
 /// The `lang` fixture printing on every pick: every call answered, no fault, the lines
 /// in the log (a burst, then counted drops).
 fn prints_and_every_call_completes(lang: &str) {
-    let r = run_in(lang, "print", 1, 50);
+    let r = run_in(lang, "print", 1, 50, |_| true);
     assert_eq!((r.ok, r.failed), (1_600, 0));
     assert_eq!(r.stats.faults(), 0, "printing is no fault");
     assert!(r.stats.log_lines >= 10 && r.stats.log_lines + r.stats.log_dropped >= 1_600);
@@ -240,7 +272,7 @@ fn prints_and_every_call_completes(lang: &str) {
 /// The `lang` fixture raising on every 50th pick: the exception is a trap, the instance
 /// replaced, every call answered by the plugin or the safe default.
 fn raises_and_every_call_completes(lang: &str) {
-    let r = run_in(lang, "raise", 1, 50);
+    let r = run_until_replaced(lang, "raise", 1, 50);
     assert_eq!((r.ok, r.failed), (1_600, 0), "the safe default answers");
     assert!(
         r.stats.traps >= 1 && r.stats.replaced >= 1,
@@ -282,7 +314,12 @@ fn a_js_plugin_that_throws_is_replaced_and_calls_complete() {
 /// A real `axle serve` whose limiter is the hostile limiter doing `behaviour` on every
 /// `every`-th request: 32 callers' calls all answered (the limiter fails open, its
 /// default), the provider serving throughout, and the faults in its admin stats.
-fn serve_with_hostile_limiter(behaviour: &str, every: i64) -> serde_json::Value {
+/// Then, like [`run_in`], one caller goes on until `reached` holds of the counters.
+fn serve_with_hostile_limiter(
+    behaviour: &str,
+    every: i64,
+    reached: fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("plugins.toml");
     let text = axle::manifest::defaults::EMBEDDED_MANIFEST.replace(
@@ -316,12 +353,25 @@ fn serve_with_hostile_limiter(behaviour: &str, every: i64) -> serde_json::Value 
     );
     let (ok, failed) = drive_echo(&runtime, &client, CALLERS, 50, behaviour, plain);
     let admin = server.admin.clone().expect("--admin prints its address");
-    let report = axle_host_tests::admin_stats(&admin);
-    let limiter = report["servers"][0]["plugins"]
-        .as_array()
-        .and_then(|p| p.iter().find(|p| p["name"] == "hostile-limiter"))
-        .cloned()
-        .unwrap_or_else(|| panic!("the limiter's counters in {report}"));
+    let counters = || {
+        let report = axle_host_tests::admin_stats(&admin);
+        report["servers"][0]["plugins"]
+            .as_array()
+            .and_then(|p| p.iter().find(|p| p["name"] == "hostile-limiter"))
+            .cloned()
+            .unwrap_or_else(|| panic!("the limiter's counters in {report}"))
+    };
+    let waiting = Instant::now();
+    let mut limiter = counters();
+    while !reached(&limiter) && waiting.elapsed() < STATE_WAIT {
+        std::thread::sleep(Duration::from_millis(10));
+        let (_, more_failed) = drive_echo(&runtime, &client, 1, 4, behaviour, plain);
+        assert_eq!(
+            more_failed, 0,
+            "{behaviour}: a call made while waiting failed"
+        );
+        limiter = counters();
+    }
     eprintln!("serve, limiter {behaviour}: {ok} ok, {failed} failed; {limiter}");
     assert_eq!((ok, failed), (1_600, 0), "every call answered");
     limiter
@@ -329,21 +379,21 @@ fn serve_with_hostile_limiter(behaviour: &str, every: i64) -> serde_json::Value 
 
 #[test]
 fn a_provider_with_a_printing_limiter_serves_and_logs() {
-    let limiter = serve_with_hostile_limiter("print", 10);
+    let limiter = serve_with_hostile_limiter("print", 10, |_| true);
     assert_eq!(limiter["traps"], 0);
     assert!(limiter["log_lines"].as_u64().unwrap() >= 10, "{limiter}");
 }
 
 #[test]
 fn a_provider_with_a_panicking_limiter_serves_and_counts() {
-    let limiter = serve_with_hostile_limiter("panic", 20);
+    let limiter = serve_with_hostile_limiter("panic", 20, |l| l["replaced"].as_u64() >= Some(1));
     assert!(limiter["traps"].as_u64().unwrap() >= 1, "{limiter}");
     assert!(limiter["replaced"].as_u64().unwrap() >= 1, "{limiter}");
 }
 
 #[test]
 fn a_provider_with_a_spinning_limiter_quarantines_it_and_serves() {
-    let limiter = serve_with_hostile_limiter("spin", 1);
+    let limiter = serve_with_hostile_limiter("spin", 1, |_| true);
     assert!(limiter["timeouts"].as_u64().unwrap() >= 1, "{limiter}");
     assert!(limiter["trips"].as_u64().unwrap() >= 1, "{limiter}");
     assert!(limiter["skipped"].as_u64().unwrap() >= 800, "{limiter}");

@@ -155,6 +155,28 @@ fn drive_kv(
     })
 }
 
+/// Typed calls, one at a time, until `reached` holds of `counters()` (bounded): a
+/// faulted serializer's replacement is made on a rebuild thread and put in use by a
+/// later typed call, how much later depending on how busy the machine is. The calls'
+/// own answers are not judged here (the serializer may still fail them).
+fn typed_calls_until<S: std::fmt::Debug>(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    counters: impl Fn() -> S,
+    reached: fn(&S) -> bool,
+) -> S {
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut s = counters();
+    while !reached(&s) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+        let req = serde_json::json!({"key": "wait", "value": 0});
+        let _: Result<serde_json::Value, _> =
+            runtime.block_on(client.call("kv", "put", &req, &CallOptions::default()));
+        s = counters();
+    }
+    s
+}
+
 /// A client of `kv` and `echo` at `endpoints` whose only serializer is the hostile
 /// fixture with `config`.
 fn client_with_serializer(host: &PluginHost, endpoints: &[EndpointSpec], config: &str) -> Client {
@@ -187,7 +209,11 @@ fn is_serializer_failure(e: &CallError) -> bool {
 
 /// The caller's serializer misbehaving: typed calls fail with a clear error as often as
 /// it faults, raw calls (which it is not in) all answered.
-fn caller_serializer(behaviour: &str, every: u32) -> (u64, usize, StatsSnapshot) {
+fn caller_serializer(
+    behaviour: &str,
+    every: u32,
+    reached: fn(&StatsSnapshot) -> bool,
+) -> (u64, usize, StatsSnapshot) {
     let provider = ServeProcess::start(&[]);
     let endpoints = [EndpointSpec::new(provider.addr.clone())];
     let dir = tempfile::tempdir().unwrap();
@@ -207,7 +233,12 @@ fn caller_serializer(behaviour: &str, every: u32) -> (u64, usize, StatsSnapshot)
     );
     let (echo_ok, echo_failed) = drive_echo(&runtime, &client, CALLERS, 50, behaviour, plain);
     assert_eq!((echo_ok, echo_failed), (400, 0), "raw calls do not meet it");
-    let stats = stats_of(&client, "hostile-serializer");
+    let stats = typed_calls_until(
+        &runtime,
+        &client,
+        || stats_of(&client, "hostile-serializer"),
+        reached,
+    );
     eprintln!(
         "caller serializer {behaviour}: {ok} ok, {} failed; {stats:?}",
         failed.len()
@@ -218,7 +249,7 @@ fn caller_serializer(behaviour: &str, every: u32) -> (u64, usize, StatsSnapshot)
 
 #[test]
 fn a_panicking_caller_serializer_fails_only_the_calls_it_breaks() {
-    let (ok, failed, s) = caller_serializer("panic", 10);
+    let (ok, failed, s) = caller_serializer("panic", 10, |s| s.replaced >= 1);
     assert!(s.traps >= 1 && s.replaced >= 1, "{s:?}");
     assert!(failed >= 1, "its faults are errors to the caller");
     assert!(ok >= 400, "most typed calls answered: {ok}");
@@ -226,7 +257,7 @@ fn a_panicking_caller_serializer_fails_only_the_calls_it_breaks() {
 
 #[test]
 fn a_spinning_caller_serializer_is_quarantined_and_fails_fast() {
-    let (ok, _, s) = caller_serializer("spin", 1);
+    let (ok, _, s) = caller_serializer("spin", 1, |_| true);
     assert_eq!(ok, 0, "no bytes without the serializer");
     assert!(s.timeouts >= 1 && s.trips >= 1, "{s:?}");
     assert!(
@@ -241,7 +272,11 @@ fn a_spinning_caller_serializer_is_quarantined_and_fails_fast() {
 /// doing `behaviour` every `every`-th call, called by a client whose serializer of that
 /// type behaves: raw calls all answered, typed calls answered or failed by the
 /// serializer, and the serializer's counters from the admin endpoint.
-fn provider_serializer(behaviour: &str, every: u32) -> (u64, serde_json::Value) {
+fn provider_serializer(
+    behaviour: &str,
+    every: u32,
+    reached: fn(&serde_json::Value) -> bool,
+) -> (u64, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("plugins.toml");
     let component = built_component("axle_fixture_hostile_serializer");
@@ -281,12 +316,15 @@ fn provider_serializer(behaviour: &str, every: u32) -> (u64, serde_json::Value) 
     );
     let (echo_ok, echo_failed) = drive_echo(&runtime, &client, CALLERS, 50, behaviour, plain);
     assert_eq!((echo_ok, echo_failed), (400, 0), "raw calls do not meet it");
-    let report = axle_host_tests::admin_stats(server.admin.as_deref().unwrap());
-    let serializer = report["servers"][0]["plugins"]
-        .as_array()
-        .and_then(|p| p.iter().find(|p| p["name"] == "hostile-serializer"))
-        .cloned()
-        .unwrap_or_else(|| panic!("the serializer's counters in {report}"));
+    let counters = || {
+        let report = axle_host_tests::admin_stats(server.admin.as_deref().unwrap());
+        report["servers"][0]["plugins"]
+            .as_array()
+            .and_then(|p| p.iter().find(|p| p["name"] == "hostile-serializer"))
+            .cloned()
+            .unwrap_or_else(|| panic!("the serializer's counters in {report}"))
+    };
+    let serializer = typed_calls_until(&runtime, &client, counters, reached);
     eprintln!(
         "provider serializer {behaviour}: {ok} ok, {} failed; {serializer}",
         failed.len()
@@ -296,7 +334,7 @@ fn provider_serializer(behaviour: &str, every: u32) -> (u64, serde_json::Value) 
 
 #[test]
 fn a_provider_whose_serializer_panics_serves_and_counts() {
-    let (ok, s) = provider_serializer("panic", 10);
+    let (ok, s) = provider_serializer("panic", 10, |s| s["replaced"].as_u64() >= Some(1));
     assert!(ok >= 400, "most typed calls answered: {ok}");
     assert!(s["traps"].as_u64().unwrap() >= 1, "{s}");
     assert!(s["replaced"].as_u64().unwrap() >= 1, "{s}");
@@ -304,7 +342,7 @@ fn a_provider_whose_serializer_panics_serves_and_counts() {
 
 #[test]
 fn a_provider_whose_serializer_spins_quarantines_it_and_serves() {
-    let (_, s) = provider_serializer("spin", 1);
+    let (_, s) = provider_serializer("spin", 1, |_| true);
     assert!(s["timeouts"].as_u64().unwrap() >= 1, "{s}");
     assert!(s["trips"].as_u64().unwrap() >= 1, "{s}");
 }
