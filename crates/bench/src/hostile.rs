@@ -1,6 +1,7 @@
 //! `axle bench hostile`: the standard load (32 callers, 64-byte raw echo, three in-process
 //! providers) with a hostile selector in the `echo` path, each behaviour as a ratio to the
-//! same run with a well-behaved selector, measured in the same process. Beside it, a few
+//! same load with a well-behaved selector, the two measured in alternating slices of the
+//! same run. Beside it, a few
 //! callers on a service whose path the plugin is not in, to show that their p99 stays.
 //!
 //! Targets (`docs/sandbox.md`): at least 50% of normal throughput with a plugin that faults
@@ -66,7 +67,15 @@ pub struct Report {
     pub rows: Vec<Row>,
 }
 
-/// Runs every case (or the baseline and those whose name contains `only`) for `duration`.
+/// The baseline's and a case's load alternate in slices this long after the case's first
+/// second, so that a machine growing busier or quieter during the run moves both alike
+/// (on a shared two-core machine, a case measured after the baseline drifted ±10%).
+const SLICE: Duration = Duration::from_millis(500);
+
+/// Runs every case (or the baseline and those whose name contains `only`) for `duration`:
+/// the case's first second (or `duration`, if shorter) without a break, then in
+/// [`SLICE`]s alternating with the baseline; its ratio is to the baseline's throughput
+/// over the same stretch of the run, as long in total.
 pub async fn run(
     host: &PluginHost,
     duration: Duration,
@@ -82,17 +91,27 @@ pub async fn run(
         endpoints.push(EndpointSpec::new(s.local_addr().to_string()));
         servers.push(s);
     }
-    let mut rows: Vec<Row> = Vec::new();
-    for (case, behaviour, every, slow_us) in CASES {
-        let wanted = behaviour.is_empty() || only.is_none_or(|o| case.contains(o));
-        if !wanted {
+    let first_window = duration.min(Duration::from_secs(1));
+    let base_client = client(host, &component, "", 0, 0, &endpoints)?;
+    let mut base = load(&base_client, duration).await;
+    let base_rate = base.rate();
+    let mut rows = vec![base.row(CASES[0].0, base_rate, base_rate)];
+    for (case, behaviour, every, slow_us) in &CASES[1..] {
+        if only.is_some_and(|o| !case.contains(o)) {
             continue;
         }
         let client = client(host, &component, behaviour, *every, *slow_us, &endpoints)?;
-        let (mut row, first_rate) = load(&client, case, duration).await;
-        let base = rows.first().map_or(row.req_per_s, |b| b.req_per_s).max(1.0);
-        row.ratio = row.req_per_s / base;
-        row.first_second_ratio = first_rate / base;
+        base = load(&base_client, first_window).await;
+        let mut measured = load(&client, first_window).await;
+        let first_rate = measured.rate();
+        let mut left = duration.saturating_sub(first_window);
+        while !left.is_zero() {
+            let slice = left.min(SLICE);
+            base.add(load(&base_client, slice).await);
+            measured.add(load(&client, slice).await);
+            left -= slice;
+        }
+        let mut row = measured.row(case, base.rate(), first_rate);
         if let Some(p) = client.plugins().iter().find(|p| p.name == "hostile") {
             let s = &p.stats;
             row.safe_defaults = s.faults() + s.skipped + s.replacing;
@@ -164,8 +183,48 @@ fn client(
     )
 }
 
-/// The case's row, and its req/s in the first second (or the whole run, if shorter).
-async fn load(client: &Client, case: &str, duration: Duration) -> (Row, f64) {
+/// What one or more stretches of load with one client counted.
+struct Measured {
+    calls: u64,
+    errors: u64,
+    seconds: f64,
+    hist: Arc<Latency>,
+    other_hist: Arc<Latency>,
+}
+
+impl Measured {
+    fn rate(&self) -> f64 {
+        self.calls as f64 / self.seconds.max(1e-9)
+    }
+
+    fn add(&mut self, more: Measured) {
+        self.calls += more.calls;
+        self.errors += more.errors;
+        self.seconds += more.seconds;
+        self.hist.merge(&more.hist);
+        self.other_hist.merge(&more.other_hist);
+    }
+
+    /// The row, its rates as ratios to `base_rate` (the baseline's over the same stretch).
+    fn row(&self, case: &str, base_rate: f64, first_rate: f64) -> Row {
+        let base_rate = base_rate.max(1.0);
+        let (h, o) = (self.hist.snapshot(), self.other_hist.snapshot());
+        Row {
+            case: case.to_string(),
+            req_per_s: self.rate(),
+            ratio: self.rate() / base_rate,
+            first_second_ratio: first_rate / base_rate,
+            p99_us: h.p99_ns as f64 / 1000.0,
+            errors: self.errors,
+            other_p99_us: o.p99_ns as f64 / 1000.0,
+            safe_defaults: 0,
+            quarantine_trips: 0,
+        }
+    }
+}
+
+/// [`CALLERS`] on `echo` and [`OTHER_CALLERS`] on `other` through `client` for `duration`.
+async fn load(client: &Client, duration: Duration) -> Measured {
     let stop = Arc::new(AtomicBool::new(false));
     let calls = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
@@ -203,26 +262,16 @@ async fn load(client: &Client, case: &str, duration: Duration) -> (Row, f64) {
             hist.merge(&local);
         }));
     }
-    let first_window = duration.min(Duration::from_secs(1));
-    tokio::time::sleep(first_window).await;
-    let first_second = calls.load(Relaxed) as f64;
-    tokio::time::sleep(duration.saturating_sub(first_window)).await;
+    tokio::time::sleep(duration).await;
     stop.store(true, Relaxed);
     for t in tasks {
         let _ = t.await;
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    let (h, o) = (hist.snapshot(), other_hist.snapshot());
-    let row = Row {
-        case: case.to_string(),
-        req_per_s: calls.load(Relaxed) as f64 / elapsed,
-        ratio: 1.0,
-        first_second_ratio: 1.0,
-        p99_us: h.p99_ns as f64 / 1000.0,
+    Measured {
+        calls: calls.load(Relaxed),
         errors: errors.load(Relaxed),
-        other_p99_us: o.p99_ns as f64 / 1000.0,
-        safe_defaults: 0,
-        quarantine_trips: 0,
-    };
-    (row, first_second / first_window.as_secs_f64())
+        seconds: started.elapsed().as_secs_f64(),
+        hist,
+        other_hist,
+    }
 }
