@@ -131,6 +131,10 @@ fn bench_plugins_prints_one_json_object_with_the_floor_and_native_twins() {
         for key in ["name", "kind", "function", "param", "wasm_ns", "native_ns"] {
             assert!(row.get(key).is_some(), "row has {key}: {row}");
         }
+        assert!(
+            row["floor_ns"].as_f64().unwrap() > 0.0,
+            "each row's floor, measured beside it: {row}"
+        );
     }
 }
 

@@ -1,21 +1,22 @@
 //! `weighted-random`: picks a member with probability proportional to its weight (Dubbo's
-//! default). Prefix sums are built when a set is defined, so a pick is one random number
-//! and a binary search — O(log n), no per-call copy of the table. Config: `seed`.
+//! default). An alias table (Walker's method) is built when a set is defined, so a pick is
+//! one random number and one comparison whatever the set size: a prefix-sum search, as
+//! this selector first did, costs O(log n) cache misses, 1.35x its own cost at 10
+//! endpoints when the set has 10,000 (`axle bench plugins`). Members of weight 0 are never
+//! picked; when every weight is 0 there is no preference, and the pick is uniform.
+//! Config: `seed`.
 
 use axle_sdk::{CandidateSet, Config, EndpointId, EndpointTable, Rng, Selector};
+use axle_selector_weights::{member_weights, AliasTable};
 
 /// The weighted random selector.
 pub struct WeightedRandom {
     rng: Rng,
 }
 
-/// Cumulative weights of a set's members, in member order.
-pub struct Prefix {
-    cumulative: Vec<u64>,
-}
-
 impl Selector for WeightedRandom {
-    type SetState = Prefix;
+    /// The set's weights, sampled in O(1).
+    type SetState = AliasTable;
 
     fn new(config: &Config) -> Result<Self, String> {
         config.reject_unknown(&["seed"])?;
@@ -24,27 +25,15 @@ impl Selector for WeightedRandom {
         })
     }
 
-    fn prepare(&mut self, table: &EndpointTable, members: &[EndpointId]) -> Prefix {
-        let mut total = 0u64;
-        let cumulative = members
-            .iter()
-            .map(|id| {
-                total += table.get(*id).map_or(0, |e| u64::from(e.weight));
-                total
-            })
-            .collect();
-        Prefix { cumulative }
+    fn prepare(&mut self, table: &EndpointTable, members: &[EndpointId]) -> AliasTable {
+        AliasTable::new(&member_weights(table, members))
     }
 
-    fn select(&mut self, set: &mut CandidateSet<Prefix>, _hash_key: u64) -> Option<EndpointId> {
-        let total = *set.state.cumulative.last()?;
-        if total == 0 {
-            // Every weight is zero: no preference, so uniform.
-            let i = self.rng.below(set.members.len() as u64) as usize;
-            return Some(set.members[i]);
+    fn select(&mut self, set: &mut CandidateSet<AliasTable>, _hash_key: u64) -> Option<EndpointId> {
+        if set.state.is_empty() {
+            return None;
         }
-        let ticket = self.rng.below(total);
-        let i = set.state.cumulative.partition_point(|&c| c <= ticket);
+        let i = set.state.sample(self.rng.next_u64());
         set.members.get(i).copied()
     }
 }
