@@ -111,6 +111,26 @@ fn run_until_replaced(lang: &str, behaviour: &str, every: i64, calls: u64) -> Ru
 /// How long a test waits for a state it expects (a replacement picked up) before failing.
 const STATE_WAIT: Duration = Duration::from_secs(60);
 
+/// One caller's echo calls, a few at a time, until `reached` holds of `counters()` or
+/// [`STATE_WAIT`] passes; every such call must be answered. Returns the last counters.
+fn echo_until<S>(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    behaviour: &str,
+    counters: impl Fn() -> S,
+    reached: fn(&S) -> bool,
+) -> S {
+    let waiting = Instant::now();
+    let mut now = counters();
+    while !reached(&now) && waiting.elapsed() < STATE_WAIT {
+        std::thread::sleep(Duration::from_millis(10));
+        let (_, failed) = drive_echo(runtime, client, 1, 4, behaviour, plain);
+        assert_eq!(failed, 0, "{behaviour}: a call made while waiting failed");
+        now = counters();
+    }
+    now
+}
+
 /// [`run`] with the fixture in `lang`. Once the callers are done, one caller goes on
 /// calling, a few calls at a time, until `reached` holds of the plugin's counters (or
 /// [`STATE_WAIT`] passes): a replacement is made on a rebuild thread and put in use by
@@ -141,17 +161,7 @@ fn run_in(
             .map(|(_, s)| s)
             .expect("the hostile plugin's counters")
     };
-    let waiting = Instant::now();
-    let mut stats = hostile();
-    while !reached(&stats) && waiting.elapsed() < STATE_WAIT {
-        std::thread::sleep(Duration::from_millis(10));
-        let (_, more_failed) = drive_echo(&runtime, &client, 1, 4, behaviour, plain);
-        assert_eq!(
-            more_failed, 0,
-            "{behaviour}: a call made while waiting failed"
-        );
-        stats = hostile();
-    }
+    let stats = echo_until(&runtime, &client, behaviour, hostile, reached);
     eprintln!(
         "{behaviour}: {ok} ok, {failed} failed; plugin calls {}, faults {} (timeouts {}, \
          memory {}, blocked {}, traps {}), replaced {}, log lines {} (dropped {})",
@@ -361,17 +371,7 @@ fn serve_with_hostile_limiter(
             .cloned()
             .unwrap_or_else(|| panic!("the limiter's counters in {report}"))
     };
-    let waiting = Instant::now();
-    let mut limiter = counters();
-    while !reached(&limiter) && waiting.elapsed() < STATE_WAIT {
-        std::thread::sleep(Duration::from_millis(10));
-        let (_, more_failed) = drive_echo(&runtime, &client, 1, 4, behaviour, plain);
-        assert_eq!(
-            more_failed, 0,
-            "{behaviour}: a call made while waiting failed"
-        );
-        limiter = counters();
-    }
+    let limiter = echo_until(&runtime, &client, behaviour, counters, reached);
     eprintln!("serve, limiter {behaviour}: {ok} ok, {failed} failed; {limiter}");
     assert_eq!((ok, failed), (1_600, 0), "every call answered");
     limiter
