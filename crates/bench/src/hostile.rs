@@ -1,8 +1,8 @@
 //! `axle bench hostile`: the standard load (32 callers, 64-byte raw echo, three in-process
 //! providers) with a hostile selector in the `echo` path, each behaviour as a ratio to the
 //! same load with a well-behaved selector, the two measured in alternating slices of the
-//! same run. Beside it, a few
-//! callers on a service whose path the plugin is not in, to show that their p99 stays.
+//! same run. Beside it, a few callers on a service whose path the plugin is not in, to
+//! show that their p99 stays.
 //!
 //! Targets (`docs/sandbox.md`): at least 50% of normal throughput with a plugin that faults
 //! on every call, within 1 s of the first fault (the `first_second_ratio` column); at least
