@@ -369,6 +369,25 @@ pub fn manifest_with_governance(dir: &Path, extra: &str) -> PathBuf {
     path
 }
 
+/// Reads `counters` until `reached` holds of them or 60 s pass, running `step` (a few
+/// calls) between readings; returns the last reading. For a state that only a later call
+/// brings about, such as a faulted plugin's replacement being put in use: it is made on a
+/// rebuild thread, so how many calls that takes depends on how busy the machine is.
+pub fn step_until<S>(
+    counters: impl Fn() -> S,
+    reached: impl Fn(&S) -> bool,
+    mut step: impl FnMut(),
+) -> S {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut now = counters();
+    while !reached(&now) && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        step();
+        now = counters();
+    }
+    now
+}
+
 /// `calls` 64-byte raw `echo` calls from each of `callers` tasks on `runtime`, the options
 /// of each from `options(caller, call)`: (answered, failed). Fails the test if any
 /// calling task panicked or an answer came back altered.

@@ -6,11 +6,10 @@
 use axle::client::{CallOptions, Client, ClientConfig};
 use axle::manifest::{ComponentSource, EndpointSpec, Manifest, PluginKind, PluginSpec};
 use axle::plugin::{PluginHost, StatsSnapshot};
-use axle_host_tests::{built_component, drive_echo, rt, ServeProcess};
+use axle_host_tests::{built_component, drive_echo, rt, step_until, ServeProcess};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 const CALLERS: usize = 32;
 
@@ -108,11 +107,8 @@ fn run_until_replaced(lang: &str, behaviour: &str, every: i64, calls: u64) -> Ru
     run_in(lang, behaviour, every, calls, |s| s.replaced >= 1)
 }
 
-/// How long a test waits for a state it expects (a replacement picked up) before failing.
-const STATE_WAIT: Duration = Duration::from_secs(60);
-
-/// One caller's echo calls, a few at a time, until `reached` holds of `counters()` or
-/// [`STATE_WAIT`] passes; every such call must be answered. Returns the last counters.
+/// One caller's echo calls, four at a time, every one answered, until `reached` holds of
+/// `counters()` ([`axle_host_tests::step_until`]).
 fn echo_until<S>(
     runtime: &tokio::runtime::Runtime,
     client: &Client,
@@ -120,22 +116,15 @@ fn echo_until<S>(
     counters: impl Fn() -> S,
     reached: fn(&S) -> bool,
 ) -> S {
-    let waiting = Instant::now();
-    let mut now = counters();
-    while !reached(&now) && waiting.elapsed() < STATE_WAIT {
-        std::thread::sleep(Duration::from_millis(10));
+    step_until(counters, reached, || {
         let (_, failed) = drive_echo(runtime, client, 1, 4, behaviour, plain);
         assert_eq!(failed, 0, "{behaviour}: a call made while waiting failed");
-        now = counters();
-    }
-    now
+    })
 }
 
 /// [`run`] with the fixture in `lang`. Once the callers are done, one caller goes on
-/// calling, a few calls at a time, until `reached` holds of the plugin's counters (or
-/// [`STATE_WAIT`] passes): a replacement is made on a rebuild thread and put in use by
-/// the first call after it is ready, so how many calls that takes depends on how busy
-/// the machine is, never on the plugin.
+/// calling, a few calls at a time, until `reached` holds of the plugin's counters
+/// ([`echo_until`]).
 fn run_in(
     lang: &str,
     behaviour: &str,

@@ -155,26 +155,20 @@ fn drive_kv(
     })
 }
 
-/// Typed calls, one at a time, until `reached` holds of `counters()` (bounded): a
-/// faulted serializer's replacement is made on a rebuild thread and put in use by a
-/// later typed call, how much later depending on how busy the machine is. The calls'
-/// own answers are not judged here (the serializer may still fail them).
-fn typed_calls_until<S: std::fmt::Debug>(
+/// Typed calls, one at a time, until `reached` holds of `counters()`
+/// ([`axle_host_tests::step_until`]). Their own answers are not judged here: the
+/// serializer may still fail them.
+fn typed_calls_until<S>(
     runtime: &tokio::runtime::Runtime,
     client: &Client,
     counters: impl Fn() -> S,
     reached: fn(&S) -> bool,
 ) -> S {
-    let until = Instant::now() + Duration::from_secs(60);
-    let mut s = counters();
-    while !reached(&s) && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(10));
+    axle_host_tests::step_until(counters, reached, || {
         let req = serde_json::json!({"key": "wait", "value": 0});
         let _: Result<serde_json::Value, _> =
             runtime.block_on(client.call("kv", "put", &req, &CallOptions::default()));
-        s = counters();
-    }
-    s
+    })
 }
 
 /// A client of `kv` and `echo` at `endpoints` whose only serializer is the hostile

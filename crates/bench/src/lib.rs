@@ -17,7 +17,7 @@ pub mod swap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use axle::manifest::{ComponentSource, Manifest};
+use axle::manifest::{ComponentSource, Manifest, PluginKind};
 use axle::plugin::kinds::health_scorer::{HealthState, Verdict, WindowStats};
 use axle::plugin::kinds::router::RouteRequest;
 use axle::plugin::kinds::serializer::{Node, Value};
@@ -175,9 +175,10 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
 
     let mut rows = Vec::new();
     for spec in manifest.plugins.values() {
-        let floor_before = floor_ns(budget);
+        // Selectors read the floor in turn with their sizes (see below); the others, just
+        // before and just after their rows.
+        let floor_before = (spec.kind != PluginKind::Selector).then(|| floor_ns(budget));
         let first_row = rows.len();
-        // Selectors: the floor read in turn with their sizes (see below).
         let mut selector_floor = None;
         let loaded = host.load(spec)?;
         let builtin = match &spec.component {
@@ -363,7 +364,9 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                 );
             }
         }
-        let floor_beside = selector_floor.unwrap_or_else(|| floor_before.min(floor_ns(budget)));
+        let floor_beside = selector_floor
+            .or(floor_before.map(|before| before.min(floor_ns(budget))))
+            .unwrap_or(first_floor_ns);
         for row in &mut rows[first_row..] {
             row.floor_ns = floor_beside;
         }
