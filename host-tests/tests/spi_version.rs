@@ -25,28 +25,33 @@ fn built_against(version: &str) -> Vec<u8> {
 }
 
 #[test]
-fn a_component_built_against_axle_spi_0_1_0_is_refused_with_a_rebuild_message() {
+fn a_component_built_against_an_older_axle_spi_is_refused_with_a_rebuild_message() {
     let t = TestHost::new();
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("old-router.wasm");
-    std::fs::write(&path, built_against("0.1.0")).expect("write the component");
-    for kind in ["router", "selector", "limiter"] {
-        let e = t
-            .load(
-                &manifest("old", kind, path.to_str().expect("utf-8 path"), ""),
-                "old",
-            )
-            .err()
-            .unwrap_or_else(|| panic!("a 0.1.0 {kind} loaded"));
-        assert_eq!(
-            e.reason,
-            "built against axle:spi@0.1.0; this axle speaks axle:spi@0.2.0: rebuild against \
-             the current SDK",
-            "{kind}"
-        );
+    // 0.1.0 routers had no `declare`; 0.2.0 selectors answered `option<endpoint-id>`.
+    for old in ["0.1.0", "0.2.0"] {
+        std::fs::write(&path, built_against(old)).expect("write the component");
+        for kind in ["router", "selector", "limiter"] {
+            let e = t
+                .load(
+                    &manifest("old", kind, path.to_str().expect("utf-8 path"), ""),
+                    "old",
+                )
+                .err()
+                .unwrap_or_else(|| panic!("a {old} {kind} loaded"));
+            assert_eq!(
+                e.reason,
+                format!(
+                    "built against axle:spi@{old}; this axle speaks axle:spi@0.3.0: rebuild \
+                     against the current SDK"
+                ),
+                "{kind}"
+            );
+        }
     }
     // The current version gets past the check (and fails later, on the missing exports).
-    std::fs::write(&path, built_against("0.2.0")).expect("write the component");
+    std::fs::write(&path, built_against("0.3.0")).expect("write the component");
     let e = t
         .load(
             &manifest("new", "router", path.to_str().expect("utf-8 path"), ""),

@@ -7,7 +7,7 @@ use wasmtime::component::Component;
 use wasmtime::Engine;
 
 /// The package version this kernel speaks (`package axle:spi@…` in `sdk/wit/kinds.wit`).
-pub const SPI_VERSION: &str = "0.2.0";
+pub const SPI_VERSION: &str = "0.3.0";
 
 /// `Err` naming the other version when `component` imports or exports an `axle:spi`
 /// interface of a version other than [`SPI_VERSION`].
@@ -69,7 +69,7 @@ mod tests {
         let old = Component::from_binary(&engine, &importing("axle:spi/host@0.1.0"))
             .expect("a valid component");
         assert_eq!(check(&engine, &old).unwrap_err(), mismatch("0.1.0"));
-        let current = Component::from_binary(&engine, &importing("axle:spi/host@0.2.0"))
+        let current = Component::from_binary(&engine, &importing("axle:spi/host@0.3.0"))
             .expect("a valid component");
         assert!(check(&engine, &current).is_ok());
     }
@@ -77,12 +77,12 @@ mod tests {
     #[test]
     fn only_other_versions_of_our_package_are_named() {
         assert_eq!(other_version("axle:spi/host@0.1.0"), Some("0.1.0"));
-        assert_eq!(other_version("axle:spi/types@0.2.0"), None);
+        assert_eq!(other_version("axle:spi/types@0.3.0"), None);
         assert_eq!(other_version("wasi:io/streams@0.2.0"), None);
         assert_eq!(other_version("axle:spi/host"), None);
         assert_eq!(
             mismatch("0.1.0"),
-            "built against axle:spi@0.1.0; this axle speaks axle:spi@0.2.0: rebuild against \
+            "built against axle:spi@0.1.0; this axle speaks axle:spi@0.3.0: rebuild against \
              the current SDK"
         );
     }

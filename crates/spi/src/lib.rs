@@ -21,6 +21,11 @@ pub use tree::{Tree, MAX_DEPTH};
 /// An endpoint's id, assigned by the kernel.
 pub type EndpointId = u32;
 
+/// What a selector component's `select` answers for "no pick" (the kernel then picks at
+/// random): the one id the kernel never gives an endpoint, so `select` returns a bare
+/// scalar instead of an option returned through the plugin's memory (`sdk/wit/kinds.wit`).
+pub const NO_PICK: EndpointId = EndpointId::MAX;
+
 /// A candidate set's id, assigned by the kernel.
 pub type SetId = u32;
 

@@ -5,8 +5,8 @@ pub mod bindings {
         path: "wit",
         world: "axle:spi/health-scorer",
         with: {
-            "axle:spi/types@0.2.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.2.0": crate::wasm::base::axle::spi::host,
+            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
         },
         generate_all,
         pub_export_macro: true,

@@ -6,8 +6,8 @@ pub mod bindings {
         path: "wit",
         world: "axle:spi/limiter",
         with: {
-            "axle:spi/types@0.2.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.2.0": crate::wasm::base::axle::spi::host,
+            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
         },
         generate_all,
         pub_export_macro: true,
@@ -27,8 +27,8 @@ pub mod bindings {
         path: "wit",
         world: "axle:spi/stateful-limiter",
         with: {
-            "axle:spi/types@0.2.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.2.0": crate::wasm::base::axle::spi::host,
+            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
         },
         generate_all,
         pub_export_macro: true,
@@ -44,8 +44,8 @@ pub mod bindings {
         path: "wit",
         world: "axle:spi/concurrency-limiter",
         with: {
-            "axle:spi/types@0.2.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.2.0": crate::wasm::base::axle::spi::host,
+            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
         },
         generate_all,
         pub_export_macro: true,
@@ -61,8 +61,8 @@ pub mod bindings {
         path: "wit",
         world: "axle:spi/cluster-limiter",
         with: {
-            "axle:spi/types@0.2.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.2.0": crate::wasm::base::axle::spi::host,
+            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
         },
         generate_all,
         pub_export_macro: true,

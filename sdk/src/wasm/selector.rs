@@ -5,8 +5,8 @@ pub mod bindings {
         path: "wit",
         world: "axle:spi/selector",
         with: {
-            "axle:spi/types@0.2.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.2.0": crate::wasm::base::axle::spi::host,
+            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
         },
         generate_all,
         pub_export_macro: true,
@@ -47,8 +47,9 @@ impl<S: Slot> bindings::Guest for S {
         })
     }
 
-    fn select(set: u32, hash_key: u64) -> Option<u32> {
+    fn select(set: u32, hash_key: u64) -> u32 {
         S::with(|slot| slot.as_mut().and_then(|rt| rt.select(set, hash_key)))
+            .unwrap_or(crate::NO_PICK)
     }
 
     fn feedback(outcomes: Vec<wit::Outcome>) {

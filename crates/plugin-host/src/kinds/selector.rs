@@ -31,33 +31,40 @@ struct SetMembers {
     members: Membership,
 }
 
-/// Sets up to this size are checked by a binary search; larger ones by a hash lookup.
-const SORTED_UP_TO: usize = 64;
+/// A bitmap may spend this many more words than the set has members (1 KiB) on ids
+/// spread wider than their count.
+const SPARE_WORDS: usize = 128;
 
-/// Which endpoints a set holds, to check a plugin's answer on every pick. A small set is
-/// a sorted list (a few comparisons within a cache line or two); a large one is a hash
-/// set, because a binary search over 10,000 ids is 14 dependent loads, most of them cache
-/// misses: checking `round-robin`'s answer then cost more than choosing it (1.15x its
-/// cost at 10 endpoints, `axle bench plugins`).
+/// Which endpoints a set holds, to check a plugin's answer on every pick, in one load.
+/// Endpoint ids are the kernel's slot indices, dense from 0, so a bitmap over them costs
+/// at most a bit per slot: 1.25 KiB at 10,000 endpoints, against 120 KiB for a hash set
+/// and 14 dependent loads for a binary search (which had checking `round-robin`'s answer
+/// cost more than choosing it at 10,000 endpoints, `axle bench plugins`). Ids spread far
+/// wider than their count (a caller choosing its own) get a hash set instead, so no set
+/// costs more than a few words per member.
 enum Membership {
-    Sorted(Vec<u32>),
+    Bits(Box<[u64]>),
     Hashed(FxHashSet<u32>),
 }
 
 impl Membership {
     fn new(ids: &[u32]) -> Self {
-        if ids.len() > SORTED_UP_TO {
+        let words = ids.iter().max().map_or(0, |&max| max as usize / 64 + 1);
+        if words > ids.len() + SPARE_WORDS {
             return Membership::Hashed(ids.iter().copied().collect());
         }
-        let mut sorted = ids.to_vec();
-        sorted.sort_unstable();
-        sorted.dedup();
-        Membership::Sorted(sorted)
+        let mut bits = vec![0u64; words].into_boxed_slice();
+        for &id in ids {
+            bits[id as usize / 64] |= 1 << (id % 64);
+        }
+        Membership::Bits(bits)
     }
 
     fn contains(&self, id: u32) -> bool {
         match self {
-            Membership::Sorted(sorted) => sorted.binary_search(&id).is_ok(),
+            Membership::Bits(bits) => bits
+                .get(id as usize / 64)
+                .is_some_and(|word| word >> (id % 64) & 1 == 1),
             Membership::Hashed(set) => set.contains(&id),
         }
     }
@@ -159,20 +166,51 @@ impl Member {
         }
     }
 
-    fn select(&mut self, id: u32, hash_key: u64) -> Result<Option<u32>, Fault> {
-        match &mut self.runner {
-            Runner::Wasm(inst) => {
-                inst.call("select", |b, s| b.call_select(s, wire_id(id), hash_key))
+    /// Picks from set `id`, checked against the kernel's copy of it.
+    fn select(&mut self, id: u32, hash_key: u64) -> Option<Selection> {
+        let live = self.ensure();
+        // The set is borrowed beside the runner (disjoint fields): one lookup per pick and
+        // no `Arc` clone.
+        let Member {
+            runner,
+            sets,
+            stats,
+            ..
+        } = self;
+        let set = sets.get(&id).filter(|set| !set.ids.is_empty())?;
+        match live.and_then(|()| runner.select(id, hash_key)) {
+            Ok(Some(endpoint)) if set.members.contains(endpoint) => Some(Selection {
+                endpoint,
+                by_plugin: true,
+            }),
+            Ok(Some(endpoint)) => {
+                runner.fault(
+                    stats,
+                    "select",
+                    &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
+                );
+                Some(random_pick(&set.ids))
             }
+            Ok(None) | Err(_) => Some(random_pick(&set.ids)),
+        }
+    }
+}
+
+impl Runner {
+    fn select(&mut self, id: u32, hash_key: u64) -> Result<Option<u32>, Fault> {
+        match self {
+            Runner::Wasm(inst) => inst
+                .call("select", |b, s| b.call_select(s, wire_id(id), hash_key))
+                .map(|pick| (pick != axle_spi::NO_PICK).then_some(pick)),
             Runner::Native(twin) => Ok(twin.select(wire_id(id), hash_key)),
         }
     }
 
-    fn fault(&self, what: &str, fault: &Fault) {
-        match &self.runner {
+    fn fault(&self, stats: &crate::PluginStats, what: &str, fault: &Fault) {
+        match self {
             Runner::Wasm(inst) => inst.fault(what, fault),
             Runner::Native(_) => {
-                self.stats.fault(fault);
+                stats.fault(fault);
             }
         }
     }
@@ -313,33 +351,7 @@ impl SelectorPlugin {
     /// empty, or no instance came free within the plugin's timeout (counted as busy): the
     /// caller then picks among its candidates itself.
     pub fn select(&self, id: u32, hash_key: u64) -> Option<Selection> {
-        let answer = self.pool.with(|member| {
-            if member.sets.get(&id).is_none_or(|set| set.ids.is_empty()) {
-                return None;
-            }
-            let answer = match member.ensure() {
-                Ok(()) => member.select(id, hash_key),
-                Err(fault) => Err(fault),
-            };
-            // Looked up again rather than cloned before the call (an `Arc` clone and drop
-            // per pick): nothing else holds the member meanwhile, so the set is the same.
-            let set = member.sets.get(&id)?;
-            match answer {
-                Ok(Some(endpoint)) if set.members.contains(endpoint) => Some(Selection {
-                    endpoint,
-                    by_plugin: true,
-                }),
-                Ok(Some(endpoint)) => {
-                    member.fault(
-                        "select",
-                        &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
-                    );
-                    Some(random_pick(&set.ids))
-                }
-                Ok(None) | Err(_) => Some(random_pick(&set.ids)),
-            }
-        });
-        match answer {
+        match self.pool.with(|member| member.select(id, hash_key)) {
             Ok(selection) => selection,
             // In quarantine: the safe default from the set the kernel keeps.
             Err(Fault::Quarantined) => self
@@ -391,26 +403,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn membership_answers_alike_for_small_and_large_sets() {
-        for n in [
-            0u32,
-            1,
-            10,
-            SORTED_UP_TO as u32,
-            SORTED_UP_TO as u32 + 1,
-            10_000,
+    fn membership_answers_alike_for_dense_and_sparse_ids() {
+        // (count, spacing, expect a bitmap): ids `i * spacing`, out of order, one repeated.
+        for (n, spacing, bitmap) in [
+            (0u32, 1u32, true),
+            (1, 1, true),
+            (10, 3, true),
+            (10_000, 1, true),
+            (10_000, 3, true),
+            (64, 1_000, false),
+            (3, 1 << 20, false),
         ] {
-            // Every third id, out of order, with a repeat.
-            let mut ids: Vec<u32> = (0..n).map(|i| i * 3).rev().collect();
+            let mut ids: Vec<u32> = (0..n).map(|i| i * spacing).rev().collect();
             ids.extend(ids.first().copied());
             let m = Membership::new(&ids);
-            assert_eq!(
-                matches!(m, Membership::Hashed(_)),
-                ids.len() > SORTED_UP_TO,
-                "{n}"
-            );
-            for probe in 0..n * 3 + 2 {
-                assert_eq!(m.contains(probe), ids.contains(&probe), "{n}: {probe}");
+            assert_eq!(matches!(m, Membership::Bits(_)), bitmap, "{n} by {spacing}");
+            if let Membership::Bits(bits) = &m {
+                assert!(bits.len() <= ids.len() + SPARE_WORDS, "{n} by {spacing}");
+            }
+            let top = n.saturating_mul(spacing).saturating_add(70);
+            for probe in (0..top.min(40_000)).chain([top, u32::MAX]) {
+                assert_eq!(
+                    m.contains(probe),
+                    ids.contains(&probe),
+                    "{n} by {spacing}: {probe}"
+                );
             }
         }
     }

@@ -21,8 +21,12 @@
 #include "selector.h"
 
 // Set ids are small integers the kernel hands out densely from 0; like the Rust SDK
-// (`MAX_SETS`), ids at or above this are ignored and `select` on them answers none.
+// (`MAX_SETS`), ids at or above this are ignored and `select` on them answers no pick.
 #define MAX_SETS 65536u
+
+// What `select` answers for "no pick": the kernel then picks at random. The one id the
+// kernel never gives an endpoint (`sdk/wit/kinds.wit`).
+#define NO_PICK 0xFFFFFFFFu
 
 typedef struct {
   bool defined;
@@ -112,7 +116,7 @@ void exports_selector_define_set(selector_set_id_t set, selector_list_endpoint_i
     if (members->len > 0) {
       copy = malloc(members->len * sizeof *copy);
     }
-    // Out of memory leaves the set undefined: `select` answers none, the kernel picks.
+    // Out of memory leaves the set undefined: `select` answers no pick.
     if (members->len == 0 || copy != NULL) {
       if (copy != NULL) {
         memcpy(copy, members->ptr, members->len * sizeof *copy);
@@ -123,15 +127,15 @@ void exports_selector_define_set(selector_set_id_t set, selector_list_endpoint_i
   selector_list_endpoint_id_free(members);
 }
 
-bool exports_selector_select(selector_set_id_t set, uint64_t hash_key, selector_endpoint_id_t *ret) {
+selector_endpoint_id_t exports_selector_select(selector_set_id_t set, uint64_t hash_key) {
   (void)hash_key;  // round-robin has no affinity
   if (set >= sets_len || !sets[set].defined || sets[set].len == 0) {
-    return false;  // none: the kernel picks at random
+    return NO_PICK;  // the kernel picks at random
   }
   candidate_set *s = &sets[set];
-  *ret = s->members[s->cursor % s->len];
+  selector_endpoint_id_t pick = s->members[s->cursor % s->len];
   s->cursor++;
-  return true;
+  return pick;
 }
 
 void exports_selector_feedback(selector_list_outcome_t *outcomes) {

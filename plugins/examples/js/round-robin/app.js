@@ -16,8 +16,12 @@
 // fault and falls back to a random pick), so nothing else here throws.
 
 // Set ids are small integers the kernel hands out densely from 0; like the Rust SDK
-// (`MAX_SETS`), ids at or above this are ignored and `select` on them answers none.
+// (`MAX_SETS`), ids at or above this are ignored and `select` on them answers no pick.
 const MAX_SETS = 1 << 16;
+
+// What `select` answers for "no pick": the kernel then picks at random. The one id the
+// kernel never gives an endpoint (`sdk/wit/kinds.wit`).
+const NO_PICK = 0xffffffff;
 
 // This plugin has no config keys.
 const KNOWN_KEYS = [];
@@ -56,7 +60,7 @@ export function select(set, hashKey) {
   // `hashKey` is ignored: round-robin has no affinity.
   const s = sets.get(set);
   if (s === undefined || s.members.length === 0) {
-    return undefined; // none: the kernel picks at random
+    return NO_PICK; // the kernel picks at random
   }
   const pick = s.members[s.cursor % s.members.length];
   s.cursor += 1;

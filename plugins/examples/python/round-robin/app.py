@@ -13,15 +13,19 @@ An exception escaping an export traps the instance (the kernel then counts a fau
 falls back to a random pick), so nothing here raises except `init`'s `Err`.
 """
 
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import wit_world
 from wit_world.imports import types
 from componentize_py_types import Err
 
 # Set ids are small integers the kernel hands out densely from 0; like the Rust SDK
-# (`MAX_SETS`), ids at or above this are ignored and `select` on them answers none.
+# (`MAX_SETS`), ids at or above this are ignored and `select` on them answers no pick.
 MAX_SETS = 1 << 16
+
+# What `select` answers for "no pick": the kernel then picks at random. The one id the
+# kernel never gives an endpoint (`sdk/wit/kinds.wit`).
+NO_PICK = 0xFFFFFFFF
 
 # This plugin has no config keys.
 KNOWN_KEYS: Tuple[str, ...] = ()
@@ -52,11 +56,11 @@ class WitWorld(wit_world.WitWorld):
         if _initialized and set < MAX_SETS:
             _sets[set] = [members, 0]
 
-    def select(self, set: int, hash_key: int) -> Optional[int]:
+    def select(self, set: int, hash_key: int) -> int:
         # `hash_key` is ignored: round-robin has no affinity.
         entry = _sets.get(set)
         if entry is None or not entry[0]:
-            return None  # none: the kernel picks at random
+            return NO_PICK  # the kernel picks at random
         members, cursor = entry
         entry[1] = cursor + 1
         return members[cursor % len(members)]

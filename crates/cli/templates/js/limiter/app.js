@@ -10,7 +10,7 @@
 // README.md) for world `axle:spi/limiter`. A variant is `{ tag }` or `{ tag, val }`. An
 // exception escaping `acquire` traps the instance, so nothing there throws.
 
-import { nowNs } from "axle:spi/host@0.2.0";
+import { nowNs } from "axle:spi/host@0.3.0";
 
 const KNOWN_KEYS = ["permits", "window-ms"];
 const MAX_U32 = 4294967295;

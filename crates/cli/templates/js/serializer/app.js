@@ -13,7 +13,7 @@
 // `encode` and `decode` fail by throwing a string. UTF-8 is done by hand: QuickJS has no
 // TextEncoder.
 
-import { nowNs } from "axle:spi/host@0.2.0";
+import { nowNs } from "axle:spi/host@0.3.0";
 
 const CONTENT_TYPE = "application/x-axle-tlv";
 const TAGS = ["null", "boolean", "signed", "unsigned", "float", "text", "binary", "array", "mapping"];
