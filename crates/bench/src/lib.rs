@@ -41,9 +41,10 @@ pub struct Row {
     pub wasm_ns: f64,
     /// The native twin's cost (shipped algorithms only).
     pub native_ns: Option<f64>,
-    /// The floor measured beside this plugin's rows (the lower of a reading just before
-    /// them and one just after): what `x floor` divides by. A floor read once at the start
-    /// of a run moved ±20% against rows measured seconds later on a shared machine.
+    /// The floor measured beside this plugin's rows (for a selector or a limiter, timed in
+    /// turns with its calls; otherwise the lower of a reading just before them and one
+    /// just after): what `x floor` divides by. A floor read once at the start of a run
+    /// moved ±20% against rows measured seconds later on a shared machine.
     pub floor_ns: f64,
 }
 
@@ -163,6 +164,24 @@ fn window_stats() -> WindowStats {
     }
 }
 
+/// Times `f` and the floor in turns, one loop each per round, and keeps the best of each:
+/// their ratio then compares readings taken under the same conditions, where a busy
+/// spell of the machine between two readings taken one after the other moved a ratio by
+/// a third. Returns (floor ns, `f`'s ns).
+fn timed_in_turns(
+    budget: Budget,
+    floor_ns: &mut impl FnMut(Budget) -> f64,
+    mut f: impl FnMut(u64),
+) -> (f64, f64) {
+    let one_loop = Budget { loops: 1, ..budget };
+    let (mut floor, mut ns) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..budget.loops.max(1) + 2 {
+        floor = floor.min(floor_ns(one_loop));
+        ns = ns.min(ns_per_call(one_loop, &mut f));
+    }
+    (floor, ns)
+}
+
 /// Runs the benchmark over every plugin of `manifest`.
 pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Report, LoadError> {
     let mut floor = host.floor()?;
@@ -175,11 +194,12 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
 
     let mut rows = Vec::new();
     for spec in manifest.plugins.values() {
-        // Selectors read the floor in turn with their sizes (see below); the others, just
-        // before and just after their rows.
-        let floor_before = (spec.kind != PluginKind::Selector).then(|| floor_ns(budget));
+        // Selectors and limiters read the floor in turns with their own calls (see below);
+        // the others, just before and just after their rows.
+        let in_turns = matches!(spec.kind, PluginKind::Selector | PluginKind::Limiter);
+        let floor_before = (!in_turns).then(|| floor_ns(budget));
         let first_row = rows.len();
-        let mut selector_floor = None;
+        let mut floor_in_turns = None;
         let loaded = host.load(spec)?;
         let builtin = match &spec.component {
             ComponentSource::Builtin(name) => Some(name.as_str()),
@@ -217,7 +237,7 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                         *best = best.min(ns);
                     }
                 }
-                selector_floor = Some(near);
+                floor_in_turns = Some(near);
                 for (wasm, n) in wasm_ns.into_iter().zip(ENDPOINT_COUNTS) {
                     let table = sample_table(u64::from(n), n);
                     let native = builtin
@@ -321,13 +341,14 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                 if p.wants_release() {
                     // A concurrency limiter hears every admission's end: timed as the
                     // request path calls it, acquire and release alternating (per call).
-                    let wasm = ns_per_call(budget, |i| {
+                    let (near, wasm) = timed_in_turns(budget, &mut floor_ns, |i| {
                         if i % 2 == 0 {
                             black_box(p.acquire(key, 1));
                         } else {
                             p.release(key, 1, 1_000_000, false);
                         }
                     });
+                    floor_in_turns = Some(near);
                     let native = builtin
                         .and_then(|b| native::limiter(b, &config))
                         .map(|mut l| {
@@ -341,9 +362,10 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                         });
                     row("acquire+release", "-".into(), wasm, native);
                 } else {
-                    let wasm = ns_per_call(budget, |_| {
+                    let (near, wasm) = timed_in_turns(budget, &mut floor_ns, |_| {
                         black_box(p.acquire(key, 1));
                     });
+                    floor_in_turns = Some(near);
                     let native = builtin
                         .and_then(|b| native::limiter(b, &config))
                         .map(|mut l| {
@@ -364,7 +386,7 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                 );
             }
         }
-        let floor_beside = selector_floor
+        let floor_beside = floor_in_turns
             .or(floor_before.map(|before| before.min(floor_ns(budget))))
             .unwrap_or(first_floor_ns);
         for row in &mut rows[first_row..] {

@@ -6,7 +6,7 @@
 //! only when they change; serializer values move their strings rather than copy them on
 //! the way out.
 
-use crate::bindings::{health_scorer, limiter, router, serializer, wit};
+use crate::bindings::{health_scorer, router, serializer, wit};
 use axle_spi as spi;
 
 /// An enum with the same unit variants on both sides.
@@ -147,12 +147,11 @@ pub fn verdict_out(v: health_scorer::axle::spi::health::Verdict) -> spi::Verdict
     }
 }
 
-/// A limiter's answer.
-pub fn admission(a: limiter::axle::spi::limits::Admission) -> spi::Admission {
-    use limiter::axle::spi::limits::Admission as W;
-    match a {
-        W::Admit => spi::Admission::Admit,
-        W::Reject(ms) => spi::Admission::Reject { retry_after_ms: ms },
+/// A limiter's answer: 0 admits, anything else refuses with that retry-after in ms.
+pub fn admission(retry_after_ms: u32) -> spi::Admission {
+    match retry_after_ms {
+        0 => spi::Admission::Admit,
+        ms => spi::Admission::Reject { retry_after_ms: ms },
     }
 }
 
@@ -230,11 +229,7 @@ mod tests {
             }),
             v
         );
-        use limiter::axle::spi::limits::Admission as W;
-        assert_eq!(
-            admission(W::Reject(7)),
-            spi::Admission::Reject { retry_after_ms: 7 }
-        );
-        assert_eq!(admission(W::Admit), spi::Admission::Admit);
+        assert_eq!(admission(7), spi::Admission::Reject { retry_after_ms: 7 });
+        assert_eq!(admission(0), spi::Admission::Admit);
     }
 }

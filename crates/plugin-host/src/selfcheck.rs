@@ -3,8 +3,7 @@
 //! check` and before a plugin goes live.
 
 use axle_spi::{
-    Admission, Endpoint, EndpointTable, HealthState, LimitKey, Node, RouteRequest, Value, Verdict,
-    WindowStats,
+    Endpoint, EndpointTable, HealthState, LimitKey, Node, RouteRequest, Value, Verdict, WindowStats,
 };
 
 use super::{LoadedPlugin, Plugin};
@@ -108,8 +107,12 @@ pub fn run(loaded: &LoadedPlugin) -> Result<(), String> {
                 consumer_app: String::new(),
                 consumer_ip: "127.0.0.1".into(),
             });
-            match p.acquire(key, 1).admission {
-                Admission::Admit | Admission::Reject { .. } => Ok(()),
+            match p.acquire(key, 1) {
+                answer if answer.by_plugin => Ok(()),
+                answer => Err(format!(
+                    "acquire was answered by on-error ({:?})",
+                    answer.admission
+                )),
             }
         }
         Plugin::Interceptor(p) => {

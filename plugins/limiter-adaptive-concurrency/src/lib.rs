@@ -50,7 +50,7 @@ impl Limiter for AdaptiveConcurrency {
         Gradient::new(&self.settings)
     }
 
-    fn acquire(&mut self, key: &mut KeyEntry<Gradient>, permits: u32) -> Admission {
+    fn acquire(&mut self, key: &mut KeyEntry<Gradient>, permits: u32, _now_ns: u64) -> Admission {
         match key.state.acquire(permits.max(1)) {
             Ok(()) => Admission::Admit,
             Err(retry_after_ms) => Admission::Reject { retry_after_ms },

@@ -89,10 +89,10 @@ impl Limiter for ClusterRate {
         }
     }
 
-    fn acquire(&mut self, key: &mut KeyEntry<Bucket>, permits: u32) -> Admission {
+    fn acquire(&mut self, key: &mut KeyEntry<Bucket>, permits: u32, now_ns: u64) -> Admission {
         self.refresh(&key.attributes.service, &mut key.state);
         let b = &mut key.state;
-        b.tokens.take(b.share, host::now_ns(), permits)
+        b.tokens.take(b.share, now_ns, permits)
     }
 
     fn providers_changed(&mut self, service: &str, providers: u32) {

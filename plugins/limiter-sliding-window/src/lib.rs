@@ -161,8 +161,8 @@ impl Limiter for SlidingWindow {
         Window::new(self.limit_of(attributes), host::now_ns())
     }
 
-    fn acquire(&mut self, key: &mut KeyEntry<Window>, permits: u32) -> Admission {
-        match key.state.take(host::now_ns(), permits.max(1)) {
+    fn acquire(&mut self, key: &mut KeyEntry<Window>, permits: u32, now_ns: u64) -> Admission {
+        match key.state.take(now_ns, permits.max(1)) {
             Ok(()) => Admission::Admit,
             Err(retry_after_ms) => Admission::Reject { retry_after_ms },
         }

@@ -46,9 +46,9 @@ impl Limiter for TokenBucket {
         }
     }
 
-    fn acquire(&mut self, key: &mut KeyEntry<Bucket>, permits: u32) -> Admission {
+    fn acquire(&mut self, key: &mut KeyEntry<Bucket>, permits: u32, now_ns: u64) -> Admission {
         let b = &mut key.state;
-        b.tokens.take(b.limit, host::now_ns(), permits)
+        b.tokens.take(b.limit, now_ns, permits)
     }
 
     /// Hot-swap handoff: the tokens left and when they were counted, so a new version

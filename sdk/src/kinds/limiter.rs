@@ -18,8 +18,15 @@ pub trait Limiter: Sized + 'static {
     fn new(config: &Config) -> Result<Self, String>;
     /// Creates the state for a new key.
     fn prepare(&mut self, attributes: &LimitKey) -> Self::KeyState;
-    /// Admits or rejects `permits` units under `key`.
-    fn acquire(&mut self, key: &mut KeyEntry<Self::KeyState>, permits: u32) -> Admission;
+    /// Admits or rejects `permits` units under `key`. `now_ns` is the kernel's clock as it
+    /// asked (the one [`crate::host::now_ns`] reads), so a limiter needs no host call for
+    /// the time.
+    fn acquire(
+        &mut self,
+        key: &mut KeyEntry<Self::KeyState>,
+        permits: u32,
+        now_ns: u64,
+    ) -> Admission;
 
     /// Hot-swap handoff (built with the `stateful-limiter` feature): one key's state as
     /// bytes for the next version of this plugin. `None`: nothing worth keeping.
@@ -159,11 +166,17 @@ impl<T: Limiter> LimiterRuntime<T> {
         self.plugin.providers_changed(service, providers.max(1))
     }
 
-    /// `acquire`. An unknown key is admitted: the kernel always defines keys first, so
-    /// this only happens on a kernel bug, which must not turn into an outage.
+    /// `acquire` at the host's clock now (natively: the testing clock).
     pub fn acquire(&mut self, key: u32, permits: u32) -> Admission {
+        self.acquire_at(key, permits, crate::host::now_ns())
+    }
+
+    /// `acquire`, with the time the kernel gave. An unknown key is admitted: the kernel
+    /// always defines keys first, so this only happens on a kernel bug, which must not
+    /// turn into an outage.
+    pub fn acquire_at(&mut self, key: u32, permits: u32, now_ns: u64) -> Admission {
         match self.keys.get_mut(key as usize).and_then(|k| k.as_mut()) {
-            Some(entry) => self.plugin.acquire(entry, permits),
+            Some(entry) => self.plugin.acquire(entry, permits, now_ns),
             None => Admission::Admit,
         }
     }

@@ -139,12 +139,11 @@ impl<S: Slot> bindings::Guest for S {
         })
     }
 
-    fn acquire(key: u32, permits: u32) -> limits::Admission {
-        match S::with(|slot| slot.as_mut().map(|rt| rt.acquire(key, permits))) {
-            Some(crate::Admission::Reject { retry_after_ms }) => {
-                limits::Admission::Reject(retry_after_ms)
-            }
-            _ => limits::Admission::Admit,
+    /// 0 admits; a refusal is its retry-after, at least 1 ms (0 would read as admitted).
+    fn acquire(key: u32, permits: u32, now_ns: u64) -> u32 {
+        match S::with(|slot| slot.as_mut().map(|rt| rt.acquire_at(key, permits, now_ns))) {
+            Some(crate::Admission::Reject { retry_after_ms }) => retry_after_ms.max(1),
+            _ => 0,
         }
     }
 }

@@ -1,6 +1,10 @@
 //! The limiter slot. Safe default: admit or reject, as the manifest's `on-error` says
 //! (admit unless told otherwise: a broken limiter must not become an outage).
 
+use std::sync::atomic::{
+    AtomicUsize,
+    Ordering::{Acquire, Release},
+};
 use std::sync::{Arc, RwLock};
 
 use crate::bindings::limiter as b;
@@ -63,6 +67,9 @@ pub struct LimiterPlugin {
     /// key.
     ids: RwLock<rustc_hash::FxHashMap<u64, Bucket>>,
     keys: RwLock<Vec<Arc<LimitKey>>>,
+    /// `keys.len()`, published after each push: an `acquire` that finds its instance up
+    /// to date (nearly every one) reads this instead of taking `keys`' lock.
+    key_count: AtomicUsize,
     hasher: rustc_hash::FxBuildHasher,
     key_on: crate::KeyOn,
     /// The component's `release` export (the `concurrency-limiter` world), found once at
@@ -119,6 +126,7 @@ impl LimiterPlugin {
             on_error_admit,
             ids: RwLock::new(rustc_hash::FxHashMap::default()),
             keys: RwLock::new(Vec::new()),
+            key_count: AtomicUsize::new(0),
             hasher: rustc_hash::FxBuildHasher,
             key_on,
             release,
@@ -216,6 +224,7 @@ impl LimiterPlugin {
         });
         let id = keys.len() as u32;
         keys.push(key.clone());
+        self.key_count.store(keys.len(), Release);
         bucket.push((key, parts.consumer_ip, id));
         Some(id)
     }
@@ -223,7 +232,7 @@ impl LimiterPlugin {
     /// How many keys the limiter knows (at most [`MAX_KEYS`] plus one overflow key per
     /// method).
     pub fn key_count(&self) -> usize {
-        self.keys.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.key_count.load(Acquire)
     }
 
     /// The id of `key` (its IP as text; an unparsable IP counts as unspecified).
@@ -274,9 +283,9 @@ impl LimiterPlugin {
             .pool
             .with(|member| {
                 self.catch_up(member).and_then(|()| {
-                    member
-                        .inst
-                        .call("acquire", |b, s| b.call_acquire(s, key, permits))
+                    member.inst.call("acquire", |b, s| {
+                        b.call_acquire(s, key, permits, axle_core::now_ns())
+                    })
                 })
             })
             .and_then(|answer| answer);
@@ -314,16 +323,17 @@ impl LimiterPlugin {
                 Ok(())
             })?;
         }
-        let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
-        while member.known.len() < keys.len() {
-            let id = member.known.len();
-            let key = keys[id].clone();
-            member
-                .inst
-                .call("key-defined", |b, s| b.call_key_defined(s, id as u32, &key))?;
-            member.known.push(key);
+        if member.known.len() < self.key_count.load(Acquire) {
+            let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
+            while member.known.len() < keys.len() {
+                let id = member.known.len();
+                let key = keys[id].clone();
+                member
+                    .inst
+                    .call("key-defined", |b, s| b.call_key_defined(s, id as u32, &key))?;
+                member.known.push(key);
+            }
         }
-        drop(keys);
         if let Some(index) = &self.providers_changed {
             if self.cluster.version() != member.cluster_seen {
                 let (version, counts) = self.cluster.snapshot();

@@ -1,7 +1,7 @@
 // `{{name}}`, a fixed-window limiter in C. Each key may take `permits` units per window of
 // `window-ms` milliseconds; a request over the limit is refused with the time left until
-// the window turns. Time comes from the host (`axle_spi_host_now_ns`), the only clock a
-// plugin has.
+// the window turns. Time comes from the kernel: `acquire` is given its clock, and
+// `key-defined` reads the same clock (`axle_spi_host_now_ns`); a plugin has no other.
 //
 // Config (defaults in brackets): `permits` [100], `window-ms` [1000], both at least 1.
 //
@@ -109,23 +109,21 @@ void exports_limiter_key_defined(uint32_t key, limiter_limit_key_t *attributes) 
   windows[key] = (window){.defined = true, .start_ns = axle_spi_host_now_ns(), .used = 0};
 }
 
-void exports_limiter_acquire(uint32_t key, uint32_t permits, limiter_admission_t *ret) {
-  ret->tag = AXLE_SPI_LIMITS_ADMISSION_ADMIT;
+// 0 admits; any other value refuses, and is the retry-after in milliseconds.
+uint32_t exports_limiter_acquire(uint32_t key, uint32_t permits, uint64_t now) {
   if (key >= windows_len || !windows[key].defined) {
-    return;
+    return 0;
   }
   window *w = &windows[key];
-  uint64_t now = axle_spi_host_now_ns();
   if (now - w->start_ns >= window_ns || now < w->start_ns) {
     w->start_ns = now;
     w->used = 0;
   }
   if (w->used + permits <= limit) {
     w->used += permits;
-    return;
+    return 0;
   }
   uint64_t left_ns = w->start_ns + window_ns - now;
   uint64_t ms = (left_ns + 999999u) / 1000000u;
-  ret->tag = AXLE_SPI_LIMITS_ADMISSION_REJECT;
-  ret->val.reject = ms < 1 ? 1 : (ms > 4294967295u ? 4294967295u : (uint32_t)ms);
+  return ms < 1 ? 1 : (ms > 4294967295u ? 4294967295u : (uint32_t)ms);
 }

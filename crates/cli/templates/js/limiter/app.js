@@ -1,7 +1,8 @@
 // `{{name}}`, a fixed-window limiter in JavaScript. Each key may take `permits` units per
 // window of `window-ms` milliseconds; a request over the limit is refused with the time
-// left until the window turns. Time comes from the host (`nowNs`, nanoseconds), the only
-// clock a plugin has. `u64`/`s64` values are BigInt on StarlingMonkey and plain numbers on
+// left until the window turns. Time comes from the kernel, in nanoseconds: `acquire` is
+// given its clock, and `keyDefined` reads the same clock (`nowNs`); a plugin has no
+// other. `u64`/`s64` values are BigInt on StarlingMonkey and plain numbers on
 // QuickJS: everything 64-bit here goes through `BigInt(...)` so the code runs on both.
 //
 // Config (defaults in brackets): `permits` [100], `window-ms` [1000], both at least 1.
@@ -50,20 +51,20 @@ export function keyDefined(key, attributes) {
   windows.set(key, { start: BigInt(nowNs()), used: 0n });
 }
 
-export function acquire(key, permits) {
+export function acquire(key, permits, nowNsAtCall) {
   const w = windows.get(key);
   if (w === undefined) {
-    return { tag: "admit" };
+    return 0; // admitted
   }
-  const now = BigInt(nowNs());
+  const now = BigInt(nowNsAtCall);
   if (now - w.start >= windowNs || now < w.start) {
     w.start = now;
     w.used = 0n;
   }
   if (w.used + BigInt(permits) <= limit) {
     w.used += BigInt(permits);
-    return { tag: "admit" };
+    return 0; // admitted
   }
   const leftMs = Number((w.start + windowNs - now + 999999n) / 1000000n);
-  return { tag: "reject", val: Math.min(Math.max(leftMs, 1), MAX_U32) };
+  return Math.min(Math.max(leftMs, 1), MAX_U32); // refused: retry after this many ms
 }

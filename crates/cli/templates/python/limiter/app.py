@@ -1,7 +1,7 @@
 """`{{name}}`, a fixed-window limiter in Python. Each key may take `permits` units per
 window of `window-ms` milliseconds; a request over the limit is refused with the time left
-until the window turns. Time comes from the host (`host.now_ns`), the only clock a plugin
-has.
+until the window turns. Time comes from the kernel: `acquire` is given its clock, and
+`key_defined` reads the same clock (`host.now_ns`); a plugin has no other.
 
 Config (defaults in brackets): `permits` [100], `window-ms` [1000], both at least 1.
 
@@ -49,15 +49,15 @@ class WitWorld(wit_world.WitWorld):
         # The same limit for every key: the attributes are not needed.
         _windows[key] = [host.now_ns(), 0]
 
-    def acquire(self, key: int, permits: int) -> limits.Admission:
+    def acquire(self, key: int, permits: int, now_ns: int) -> int:
         w = _windows.get(key)
         if w is None:
-            return limits.Admission_Admit()
-        now = host.now_ns()
+            return 0  # admitted
+        now = now_ns
         if now - w[0] >= _window_ns or now < w[0]:
             w[0], w[1] = now, 0
         if w[1] + permits <= _permits:
             w[1] += permits
-            return limits.Admission_Admit()
+            return 0  # admitted
         left_ms = -(-(w[0] + _window_ns - now) // 1_000_000)  # rounded up
-        return limits.Admission_Reject(min(max(left_ms, 1), (1 << 32) - 1))
+        return min(max(left_ms, 1), (1 << 32) - 1)  # refused: retry after this many ms

@@ -1,6 +1,7 @@
 //! `{{name}}`: a fixed-window limiter. Each key may take `permits` units per window of
 //! `window-ms` milliseconds; a request over the limit is refused with the time left until
-//! the window turns. Time comes from the host (`host::now_ns`), the only clock a plugin has.
+//! the window turns. Time comes from the kernel: `acquire` is given its clock, and
+//! `prepare` reads the same clock through `host::now_ns`; a plugin has no other.
 //!
 //! Config (defaults in brackets): `permits` [100], `window-ms` [1000], both at least 1.
 
@@ -44,9 +45,8 @@ impl Limiter for FixedWindow {
         }
     }
 
-    fn acquire(&mut self, key: &mut KeyEntry<Window>, permits: u32) -> Admission {
+    fn acquire(&mut self, key: &mut KeyEntry<Window>, permits: u32, now: u64) -> Admission {
         let w = &mut key.state;
-        let now = host::now_ns();
         if now.saturating_sub(w.start_ns) >= self.window_ns {
             w.start_ns = now;
             w.used = 0;
