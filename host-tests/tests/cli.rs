@@ -226,7 +226,7 @@ fn bench_rpc_prints_every_system_and_the_ratios() {
     assert!(run.status.success(), "{}", text(&run.stderr));
     let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("one JSON object");
     let rows = report["rows"].as_array().unwrap();
-    for system in ["axle", "axle-tls", "raw", "tonic"] {
+    for system in ["axle", "axle-tls", "raw", "tonic", "tarpc"] {
         for c in [1, 64] {
             let row = rows
                 .iter()
@@ -239,6 +239,7 @@ fn bench_rpc_prints_every_system_and_the_ratios() {
     }
     assert!(report["ratios"]["axle_vs_raw"].as_f64().unwrap() > 0.0);
     assert!(report["ratios"]["tls_vs_plain"].as_f64().unwrap() > 0.0);
+    assert!(report["ratios"]["axle_vs_tarpc"].as_f64().unwrap() > 0.0);
     assert_eq!(report["payload_bytes"], 1024);
 }
 

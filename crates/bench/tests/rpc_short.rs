@@ -60,6 +60,8 @@ fn short_run_gives_every_row_sane_values_and_keeps_the_json_keys() {
     }
     let ratios = report.ratios.as_ref().expect("ratios");
     assert!(ratios.wasm_vs_native.is_some_and(|r| r > 0.0));
+    assert!(ratios.axle_vs_tarpc.is_some_and(|r| r > 0.0));
+    assert!(table.contains("axle/tarpc: req/s"), "{table}");
 
     let json: serde_json::Value = serde_json::to_value(&report).expect("json");
     let keys = |v: &serde_json::Value| -> BTreeSet<String> {

@@ -9,7 +9,9 @@
 //! - `axle-tls` — the same over TLS (a throwaway CA);
 //! - `raw` — the same framing and multiplexed connection over tokio TCP with no pipeline
 //!   and no plugin: the limit Axle's pipeline can approach;
-//! - `tonic` — gRPC over HTTP/2 echoing the same bytes (no protobuf), one connection.
+//! - `tonic` — gRPC over HTTP/2 echoing the same bytes (no protobuf), one connection;
+//! - `tarpc` — tarpc's own binary protocol (bincode over length-delimited TCP), one
+//!   connection: a peer shaped like Axle's wire, without HTTP/2.
 //!
 //! Each system gets the same warm-up, duration and concurrency; figures are req/s,
 //! latency percentiles from an HDR histogram, CPU time per request (the whole process:
@@ -19,6 +21,7 @@
 mod drive;
 mod plan;
 pub mod table;
+mod tarpc_echo;
 mod tonic_echo;
 
 pub(crate) use drive::drive;
@@ -77,6 +80,12 @@ pub struct Ratios {
     pub tls_vs_plain: Option<f64>,
     /// Axle CPU per request ÷ tonic CPU per request.
     pub axle_cpu_vs_tonic: Option<f64>,
+    /// Axle req/s ÷ tarpc req/s (when tarpc ran).
+    pub axle_vs_tarpc: Option<f64>,
+    /// Axle p99 ÷ tarpc p99.
+    pub axle_p99_vs_tarpc: Option<f64>,
+    /// Axle CPU per request ÷ tarpc CPU per request.
+    pub axle_cpu_vs_tarpc: Option<f64>,
     /// Axle req/s with wasm plugins ÷ with the native twins (when both ran).
     pub wasm_vs_native: Option<f64>,
     /// Axle CPU per request with wasm plugins ÷ with the native twins.
@@ -98,7 +107,7 @@ pub struct Report {
 }
 
 /// The systems a run can compare.
-pub const SYSTEMS: [&str; 5] = ["axle", "axle-native", "axle-tls", "raw", "tonic"];
+pub const SYSTEMS: [&str; 6] = ["axle", "axle-native", "axle-tls", "raw", "tonic", "tarpc"];
 
 /// Runs each of `systems` (default: all) at every cell of `plan`.
 pub async fn run(
@@ -127,6 +136,9 @@ pub async fn run(
     if systems.contains(&"tonic") {
         rows.extend(run_tonic(plan).await?);
     }
+    if systems.contains(&"tarpc") {
+        rows.extend(run_tarpc(plan).await?);
+    }
     let payload = plan.ratio_payload();
     let top = plan.concurrencies.iter().copied().max().unwrap_or(1);
     let find = |system: &str| {
@@ -142,6 +154,10 @@ pub async fn run(
             axle_p99_vs_tonic: a.p99_us / t.p99_us.max(1e-9),
             tls_vs_plain: find("axle-tls").map(|tls| tls.req_per_s / a.req_per_s.max(1e-9)),
             axle_cpu_vs_tonic: ratio(a.cpu_us_per_req, t.cpu_us_per_req),
+            axle_vs_tarpc: find("tarpc").map(|p| a.req_per_s / p.req_per_s.max(1e-9)),
+            axle_p99_vs_tarpc: find("tarpc").map(|p| a.p99_us / p.p99_us.max(1e-9)),
+            axle_cpu_vs_tarpc: find("tarpc")
+                .and_then(|p| ratio(a.cpu_us_per_req, p.cpu_us_per_req)),
             wasm_vs_native: find("axle-native").map(|n| a.req_per_s / n.req_per_s.max(1e-9)),
             wasm_vs_native_cpu: find("axle-native")
                 .and_then(|n| ratio(a.cpu_us_per_req, n.cpu_us_per_req)),
@@ -258,6 +274,28 @@ async fn run_tonic(plan: &Plan) -> anyhow::Result<Vec<Row>> {
         rows.push(row);
     }
     tonic_server.abort();
+    Ok(rows)
+}
+
+/// tarpc's own binary protocol, same bytes.
+async fn run_tarpc(plan: &Plan) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let (addr, server) = tarpc_echo::start_server().await?;
+    let client = tarpc_echo::connect(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("tarpc client: {e}"))?;
+    for (payload, c) in plan.cells() {
+        let client = client.clone();
+        let body = body(payload);
+        let row = drive(plan.cell("tarpc", payload, c), move || {
+            let client = client.clone();
+            let body = body.clone();
+            Box::pin(async move { tarpc_echo::echo(&client, body).await.is_ok() })
+        })
+        .await;
+        rows.push(row);
+    }
+    server.abort();
     Ok(rows)
 }
 

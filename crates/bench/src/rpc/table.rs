@@ -59,6 +59,14 @@ pub fn render(report: &Report) -> String {
             x.axle_p99_vs_tonic,
             opt(x.axle_cpu_vs_tonic, 2)
         );
+        if let Some(ratio) = x.axle_vs_tarpc {
+            let _ = writeln!(
+                out,
+                "axle/tarpc: req/s {ratio:.2}, p99 {}, cpu per request {}",
+                opt(x.axle_p99_vs_tarpc, 2),
+                opt(x.axle_cpu_vs_tarpc, 2)
+            );
+        }
         if let Some(ratio) = x.wasm_vs_native {
             let _ = writeln!(
                 out,
