@@ -71,6 +71,9 @@ impl<S> Pool<S> {
             self.stats.fault(&Fault::Quarantined);
             return Err(Fault::Quarantined);
         }
+        // Declared before any guard, so dropped after it: a replacement started under the
+        // lock is handed to a rebuild thread once the lock is free (`rebuild.rs`).
+        let _held = crate::rebuild::Held::enter();
         let n = self.shards.len();
         if n > 1 {
             let home = home_shard(n);
@@ -113,6 +116,7 @@ impl<S> Pool<S> {
     /// beside an instance, to answer with the safe default), waiting as long as a call
     /// would; `None` if none came free.
     pub fn peek<R>(&self, f: impl FnOnce(&mut S) -> R) -> Option<R> {
+        let _held = crate::rebuild::Held::enter();
         let shard = &self.shards[home_shard(self.shards.len())];
         shard.try_lock_for(self.wait).map(|mut guard| f(&mut guard))
     }
@@ -128,6 +132,7 @@ impl<S> Pool<S> {
     /// Runs `f` on every member in turn (pushing a table to all instances). Waits for
     /// each: a member is held at most one call's deadline.
     pub fn each(&self, mut f: impl FnMut(&mut S)) {
+        let _held = crate::rebuild::Held::enter();
         for shard in self.shards.iter() {
             f(&mut shard.lock());
         }

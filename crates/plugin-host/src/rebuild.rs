@@ -4,6 +4,7 @@
 //! old one — runs here, on two background threads shared by every plugin, under the
 //! start-up deadline. The next call after it is done finds a live instance.
 
+use std::cell::{Cell, RefCell};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Mutex, OnceLock};
 
@@ -44,9 +45,62 @@ fn work(rx: &Mutex<Receiver<Job>>) {
     }
 }
 
-/// Runs `job` on a rebuild thread (inline if none could be started).
+thread_local! {
+    /// How many plugin locks this thread holds ([`Held`]).
+    static HELD: Cell<u32> = const { Cell::new(0) };
+    /// Jobs spawned while it held one, sent when it lets go of the last.
+    static WAITING: RefCell<Vec<Job>> = const { RefCell::new(Vec::new()) };
+    /// Whether `WAITING` has any: one load when a lock is released.
+    static ANY_WAITING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks a plugin's lock as held by this thread while it lives: a job spawned meanwhile
+/// is sent to a rebuild thread only once the thread holds no plugin lock. Waking a rebuild
+/// thread from under the lock could let it preempt the lock holder on a busy core (a thread
+/// that slept is favoured when it wakes), and every other caller of the plugin would then
+/// waited for the lock with its core idle, for as long as the replacement took.
+pub(crate) struct Held(());
+
+impl Held {
+    pub(crate) fn enter() -> Held {
+        HELD.with(|held| held.set(held.get() + 1));
+        Held(())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let outermost = HELD.with(|held| {
+            held.set(held.get() - 1);
+            held.get() == 0
+        });
+        if outermost && ANY_WAITING.with(Cell::get) {
+            ANY_WAITING.with(|any| any.set(false));
+            let jobs = WAITING.with(|waiting| std::mem::take(&mut *waiting.borrow_mut()));
+            jobs.into_iter().for_each(send);
+        }
+    }
+}
+
+/// Runs `job` on a rebuild thread (inline if none could be started); from under a
+/// plugin's lock, once the lock is released ([`Held`]).
 pub fn spawn(job: impl FnOnce() + Send + 'static) {
     let job: Job = Box::new(job);
+    if HELD.with(Cell::get) > 0 {
+        WAITING.with(|waiting| waiting.borrow_mut().push(job));
+        ANY_WAITING.with(|any| any.set(true));
+        return;
+    }
+    send(job);
+}
+
+/// Runs `job` on a rebuild thread at once, even from under a plugin's lock: for a caller
+/// that will wait for what it makes.
+pub fn spawn_now(job: impl FnOnce() + Send + 'static) {
+    send(Box::new(job));
+}
+
+fn send(job: Job) {
     let job = match queue() {
         Some(q) => match q.lock().unwrap_or_else(|e| e.into_inner()).send(job) {
             Ok(()) => return,
@@ -55,4 +109,40 @@ pub fn spawn(job: impl FnOnce() + Send + 'static) {
         None => job,
     };
     job();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn job(tx: &mpsc::Sender<&'static str>, name: &'static str) -> impl FnOnce() + Send {
+        let tx = tx.clone();
+        move || {
+            let _ = tx.send(name);
+        }
+    }
+
+    #[test]
+    fn a_job_spawned_under_a_lock_is_sent_when_the_last_lock_is_released() {
+        let (tx, rx) = mpsc::channel();
+        let outer = Held::enter();
+        let inner = Held::enter();
+        spawn(job(&tx, "deferred"));
+        // Not queued anywhere a rebuild thread can see while a lock is held.
+        assert!(WAITING.with(|w| w.borrow().len()) == 1);
+        spawn_now(job(&tx, "now"));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok("now"));
+        drop(inner);
+        assert!(
+            WAITING.with(|w| w.borrow().len()) == 1,
+            "still under the outer lock"
+        );
+        drop(outer);
+        assert!(WAITING.with(|w| w.borrow().is_empty()));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok("deferred"));
+        // With no lock held, a job goes at once.
+        spawn(job(&tx, "free"));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok("free"));
+    }
 }

@@ -206,7 +206,9 @@ impl<K: Kind> Instance<K> {
                     self.fault("instantiate", &fault);
                     return Err(fault);
                 }
-                self.coming = Some(self.make_replacement(generation, replay.clone()));
+                // A caller about to wait for it needs it started now, lock or not.
+                let now = !wait.is_zero();
+                self.coming = Some(self.make_replacement(generation, now, replay.clone()));
             }
             let Some((made_for, rx)) = &self.coming else {
                 break;
@@ -222,11 +224,15 @@ impl<K: Kind> Instance<K> {
                 Ok(Ok(live)) if made_for == generation => {
                     self.live = Some(live);
                     self.retry_at = None;
-                    self.prepared.stats.replaced();
-                    tracing::info!(plugin = %self.prepared.name, "plugin instance replaced");
+                    // Logged like faults: the 1st, 2nd, 4th, ... (a plugin faulting on
+                    // 1% of a busy path's calls is replaced hundreds of times a second).
+                    let count = self.prepared.stats.replaced();
+                    if count.is_power_of_two() {
+                        tracing::info!(plugin = %self.prepared.name, count, "plugin instance replaced");
+                    }
                     // A plugin that faulted once keeps a spare from now on: its next
                     // fault then costs the calls after it nothing.
-                    self.coming = Some(self.make_replacement(generation, replay));
+                    self.coming = Some(self.make_replacement(generation, false, replay));
                     return Ok(());
                 }
                 // Made for a state that has moved on, or its thread went away: again.
@@ -247,10 +253,12 @@ impl<K: Kind> Instance<K> {
     }
 
     /// Starts making an instance for state `generation` on a rebuild thread, which also
-    /// frees the dead one, if any.
+    /// frees the dead one, if any; `now`: even from under the pool's lock (the caller
+    /// will wait for it), otherwise once the lock is released (`rebuild.rs`).
     fn make_replacement(
         &mut self,
         generation: u64,
+        now: bool,
         replay: impl FnOnce(&K::Bindings, &mut Store<HostState>) -> wasmtime::Result<()>
             + Send
             + 'static,
@@ -258,7 +266,7 @@ impl<K: Kind> Instance<K> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let p = self.prepared.clone();
         let dead = self.dead.take();
-        crate::rebuild::spawn(move || {
+        let job = move || {
             drop(dead);
             // Replay runs under the start-up deadline: pushing a large table is start-up
             // work.
@@ -268,7 +276,12 @@ impl<K: Kind> Instance<K> {
                 Ok(live)
             });
             let _ = tx.send(made);
-        });
+        };
+        if now {
+            crate::rebuild::spawn_now(job);
+        } else {
+            crate::rebuild::spawn(job);
+        }
         (generation, rx)
     }
 

@@ -251,8 +251,9 @@ impl PluginStats {
         self.time_ns.fetch_add(ns, Relaxed);
     }
 
-    pub(crate) fn replaced(&self) {
-        self.replaced.fetch_add(1, Relaxed);
+    /// Counts a replacement; returns how many there have been.
+    pub(crate) fn replaced(&self) -> u64 {
+        self.replaced.fetch_add(1, Relaxed) + 1
     }
 
     /// The counters now.
