@@ -186,7 +186,6 @@ async fn run_axle(
     manifest: Manifest,
     plan: &Plan,
 ) -> anyhow::Result<Vec<Row>> {
-    let mut rows = Vec::new();
     let server = ServerBuilder::new().with_manifest(host, &manifest)?;
     let server = axle::services::echo::register(server)
         .bind("127.0.0.1:0")
@@ -198,29 +197,19 @@ async fn run_axle(
         ClientConfig::new(m)
             .endpoints("echo", [EndpointSpec::new(server.local_addr().to_string())]),
     )?;
-    for (payload, c) in plan.cells() {
-        let client = client.clone();
-        let body = body(payload);
-        let row = drive(plan.cell(system, payload, c), move || {
-            let client = client.clone();
-            let body = body.clone();
-            Box::pin(async move {
-                client
-                    .call_raw("echo", "echo", body, &CallOptions::default())
-                    .await
-                    .is_ok()
-            })
-        })
-        .await;
-        rows.push(row);
-    }
+    let rows = every_cell(plan, system, client, |client, body| async move {
+        client
+            .call_raw("echo", "echo", body, &CallOptions::default())
+            .await
+            .is_ok()
+    })
+    .await;
     server.shutdown(Duration::from_millis(200)).await;
     Ok(rows)
 }
 
 /// The same framing and connection, no pipeline.
 async fn run_raw(plan: &Plan) -> anyhow::Result<Vec<Row>> {
-    let mut rows = Vec::new();
     let (addr, accept) = start_raw_server().await?;
     let conn = Connection::connect(
         &addr.to_string(),
@@ -230,26 +219,17 @@ async fn run_raw(plan: &Plan) -> anyhow::Result<Vec<Row>> {
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    for (payload, c) in plan.cells() {
-        let conn = conn.clone();
-        let body = body(payload);
-        let row = drive(plan.cell("raw", payload, c), move || {
-            let conn = conn.clone();
-            let body = body.clone();
-            Box::pin(async move {
-                let meta = Metadata {
-                    service: Some("echo".into()),
-                    method: Some("echo".into()),
-                    ..Metadata::default()
-                };
-                conn.call(0, meta, body, Instant::now() + Duration::from_secs(5))
-                    .await
-                    .is_ok()
-            })
-        })
-        .await;
-        rows.push(row);
-    }
+    let rows = every_cell(plan, "raw", conn.clone(), |conn, body| async move {
+        let meta = Metadata {
+            service: Some("echo".into()),
+            method: Some("echo".into()),
+            ..Metadata::default()
+        };
+        conn.call(0, meta, body, Instant::now() + Duration::from_secs(5))
+            .await
+            .is_ok()
+    })
+    .await;
     conn.close();
     accept.abort();
     Ok(rows)
@@ -257,46 +237,55 @@ async fn run_raw(plan: &Plan) -> anyhow::Result<Vec<Row>> {
 
 /// gRPC over HTTP/2 (tonic), same bytes.
 async fn run_tonic(plan: &Plan) -> anyhow::Result<Vec<Row>> {
-    let mut rows = Vec::new();
-    let (addr, tonic_server) = tonic_echo::start_server().await?;
-    let tonic_client = tonic_echo::EchoClient::connect(addr)
+    let (addr, server) = tonic_echo::start_server().await?;
+    let client = tonic_echo::EchoClient::connect(addr)
         .await
         .map_err(|e| anyhow::anyhow!("tonic client: {e}"))?;
-    for (payload, c) in plan.cells() {
-        let tc = tonic_client.clone();
-        let body = body(payload);
-        let row = drive(plan.cell("tonic", payload, c), move || {
-            let mut tc = tc.clone();
-            let body = body.clone();
-            Box::pin(async move { tc.echo(body).await.is_ok() })
-        })
-        .await;
-        rows.push(row);
-    }
-    tonic_server.abort();
+    let rows = every_cell(plan, "tonic", client, |mut client, body| async move {
+        client.echo(body).await.is_ok()
+    })
+    .await;
+    server.abort();
     Ok(rows)
 }
 
 /// tarpc's own binary protocol, same bytes.
 async fn run_tarpc(plan: &Plan) -> anyhow::Result<Vec<Row>> {
-    let mut rows = Vec::new();
     let (addr, server) = tarpc_echo::start_server().await?;
     let client = tarpc_echo::connect(addr)
         .await
         .map_err(|e| anyhow::anyhow!("tarpc client: {e}"))?;
+    let rows = every_cell(plan, "tarpc", client, |client, body| async move {
+        tarpc_echo::echo(&client, body).await.is_ok()
+    })
+    .await;
+    server.abort();
+    Ok(rows)
+}
+
+/// Every cell of `plan` for `system`: each call echoes the cell's payload through
+/// `call(client, body)`, on clones of one client (one connection).
+async fn every_cell<C, Fut>(
+    plan: &Plan,
+    system: &str,
+    client: C,
+    call: fn(C, Bytes) -> Fut,
+) -> Vec<Row>
+where
+    C: Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send + 'static,
+{
+    let mut rows = Vec::new();
     for (payload, c) in plan.cells() {
         let client = client.clone();
         let body = body(payload);
-        let row = drive(plan.cell("tarpc", payload, c), move || {
-            let client = client.clone();
-            let body = body.clone();
-            Box::pin(async move { tarpc_echo::echo(&client, body).await.is_ok() })
+        let row = drive(plan.cell(system, payload, c), move || {
+            Box::pin(call(client.clone(), body.clone()))
         })
         .await;
         rows.push(row);
     }
-    server.abort();
-    Ok(rows)
+    rows
 }
 
 /// Echoes every request at the transport level: no limiter, no handler lookup, no plugin.
