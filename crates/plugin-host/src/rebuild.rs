@@ -55,10 +55,10 @@ thread_local! {
 }
 
 /// Marks a plugin's lock as held by this thread while it lives: a job spawned meanwhile
-/// is sent to a rebuild thread only once the thread holds no plugin lock. Waking a rebuild
-/// thread from under the lock could let it preempt the lock holder on a busy core (a thread
-/// that slept is favoured when it wakes), and every other caller of the plugin would then
-/// waited for the lock with its core idle, for as long as the replacement took.
+/// is sent to a rebuild thread only once the thread holds no plugin lock. Waking a
+/// rebuild thread from under the lock could let it preempt the lock holder on a busy core
+/// (a thread that slept is favoured when it wakes), and every other caller of the plugin
+/// would then wait for the lock, its core idle, for as long as the replacement took.
 pub(crate) struct Held(());
 
 impl Held {
