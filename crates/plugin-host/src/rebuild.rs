@@ -50,8 +50,6 @@ thread_local! {
     static HELD: Cell<u32> = const { Cell::new(0) };
     /// Jobs spawned while it held one, sent when it lets go of the last.
     static WAITING: RefCell<Vec<Job>> = const { RefCell::new(Vec::new()) };
-    /// Whether `WAITING` has any: one load when a lock is released.
-    static ANY_WAITING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Marks a plugin's lock as held by this thread while it lives: a job spawned meanwhile
@@ -74,8 +72,7 @@ impl Drop for Held {
             held.set(held.get() - 1);
             held.get() == 0
         });
-        if outermost && ANY_WAITING.with(Cell::get) {
-            ANY_WAITING.with(|any| any.set(false));
+        if outermost && !WAITING.with(|waiting| waiting.borrow().is_empty()) {
             let jobs = WAITING.with(|waiting| std::mem::take(&mut *waiting.borrow_mut()));
             jobs.into_iter().for_each(send);
         }
@@ -88,7 +85,6 @@ pub fn spawn(job: impl FnOnce() + Send + 'static) {
     let job: Job = Box::new(job);
     if HELD.with(Cell::get) > 0 {
         WAITING.with(|waiting| waiting.borrow_mut().push(job));
-        ANY_WAITING.with(|any| any.set(true));
         return;
     }
     send(job);
