@@ -12,6 +12,7 @@ fn main() {
     let root = workspace_root(2);
     for dir in [
         "host-tests/fixtures/hostile",
+        "host-tests/fixtures/misbehave",
         "sdk",
         "crates/spi",
         "Cargo.lock",

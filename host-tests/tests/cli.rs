@@ -53,7 +53,15 @@ fn plugins_check_fails_naming_the_plugin_and_the_reason() {
         out.contains("FAILED self-check"),
         "the trapping fixture fails its self-check: {out}"
     );
-    assert!(text(&run.stderr).contains("plugin `oops` (builtin:json)"));
+    let err = text(&run.stderr);
+    assert!(err.contains("plugin `oops` (builtin:json)"));
+    // The SDK's panic hook logs where and why, as one line with the plugin's name.
+    assert!(
+        err.lines().any(|l| l.contains("boom")
+            && l.contains("panicked at")
+            && l.contains("fixture: trapping on purpose")),
+        "the panic's message in the log: {err}"
+    );
 }
 
 #[test]

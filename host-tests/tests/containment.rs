@@ -191,6 +191,16 @@ fn a_panicking_plugin_is_replaced_and_its_message_logged() {
     assert!(r.stats.log_lines >= 1, "the panic message reached the log");
 }
 
+/// An abort is a trap on `unreachable`, delivered to the kernel as a signal (a panic in a
+/// plugin built with the SDK exits through WASI instead): the same fault to the caller.
+#[test]
+fn an_aborting_plugin_is_replaced_like_a_panicking_one() {
+    let r = run_until_replaced("rust", "abort", 50, 100);
+    assert_eq!((r.ok, r.failed), (3_200, 0), "the safe default answers");
+    assert!(r.stats.traps >= 1, "the abort is a trap");
+    assert!(r.stats.replaced >= 1, "the instance is replaced");
+}
+
 #[test]
 fn a_sleeping_plugin_faults_at_once_instead_of_holding_a_thread() {
     let r = run("sleep", 1, 50);
@@ -340,7 +350,7 @@ fn serve_with_hostile_limiter(
     let server = ServeProcess::start_with_env(
         Some(&manifest),
         &["--admin", "127.0.0.1:0"],
-        &[("AXLE_LOG", "error")],
+        &[("AXLE_LOG", "error,plugin=off")],
     );
     let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
     let runtime = rt();

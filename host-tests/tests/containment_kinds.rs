@@ -288,7 +288,7 @@ fn provider_serializer(
     let server = ServeProcess::start_with_env(
         Some(&manifest),
         &["--admin", "127.0.0.1:0"],
-        &[("AXLE_LOG", "error")],
+        &[("AXLE_LOG", "error,plugin=off")],
     );
     let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
     let runtime = rt();

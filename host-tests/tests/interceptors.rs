@@ -35,7 +35,7 @@ fn provider(dir: &Path, slots: &str, extra: &str) -> ServeProcess {
     ServeProcess::start_with_env(
         Some(&manifest),
         &["--admin", "127.0.0.1:0"],
-        &[("AXLE_LOG", "error")],
+        &[("AXLE_LOG", "error,plugin=off")],
     )
 }
 

@@ -34,6 +34,7 @@ pub const CASES: &[(&str, &str, i64, u64)] = &[
     ("the fixture, behaving", "none", 1, 0),
     ("panics on every call", "panic", 1, 0),
     ("panics on 1% of calls", "panic", 100, 0),
+    ("aborts on 1% of calls", "abort", 100, 0),
     ("spins on every call", "spin", 1, 0),
     ("sleeps on every call", "sleep", 1, 0),
     ("grows 4 MiB on every call", "grow", 1, 0),

@@ -417,6 +417,15 @@ pub(crate) fn classify(err: wasmtime::Error, store: &Store<HostState>, timeout_m
             super::engine::SLOTS_ENV
         ));
     }
+    if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        // How the SDK ends a panicking plugin (`sdk/src/wasm/panic.rs`): cheaper for
+        // the kernel than the trap a panic is otherwise.
+        return Fault::Trap(format!(
+            "exited with status {} (a Rust plugin's panic ends so; its message is in the \
+             log, target `plugin`)",
+            exit.0
+        ));
+    }
     match err.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => Fault::Timeout(timeout_ms),
         Some(trap) => Fault::Trap(trap.to_string()),

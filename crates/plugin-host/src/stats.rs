@@ -23,7 +23,7 @@ pub enum Fault {
     /// plugin runs within its call deadline on the kernel's threads.
     #[error("tried to block (a sleep or a wait); plugins may not wait")]
     Blocked,
-    /// The guest trapped (a panic, `unreachable`, an out-of-bounds access, ...).
+    /// The guest trapped (a panic, `unreachable`, an out-of-bounds access, ...) or exited.
     #[error("trapped: {0}")]
     Trap(String),
     /// The guest answered something the kind's contract forbids.

@@ -42,6 +42,7 @@ fn state_out(s: HealthState) -> health::HealthState {
 
 impl<S: Slot> bindings::Guest for S {
     fn init(config: wit::Config) -> Result<(), String> {
+        crate::wasm::install_panic_hook();
         let plugin = S::Plugin::new(&crate::wasm::config(config))?;
         S::with(|slot| *slot = Some(plugin));
         Ok(())

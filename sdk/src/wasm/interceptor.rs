@@ -28,6 +28,7 @@ axle_spi::intercept_point_conversions!(wi::Point);
 
 impl<S: Slot> bindings::Guest for S {
     fn init(config: wit::Config) -> Result<(), String> {
+        crate::wasm::install_panic_hook();
         let plugin = S::Plugin::new(&crate::wasm::config(config))?;
         S::with(|slot| *slot = Some(plugin));
         Ok(())

@@ -18,6 +18,9 @@ pub mod base {
 use axle_spi as sdk;
 use base::axle::spi::types as wit;
 
+mod panic;
+pub use panic::install_panic_hook;
+
 pub fn config(entries: wit::Config) -> crate::Config {
     crate::Config {
         entries: entries

@@ -25,6 +25,7 @@ pub trait Slot {
 
 impl<S: Slot> bindings::Guest for S {
     fn init(config: wit::Config) -> Result<(), String> {
+        crate::wasm::install_panic_hook();
         let runtime = SelectorRuntime::new(&crate::wasm::config(config))?;
         S::with(|slot| *slot = Some(runtime));
         Ok(())

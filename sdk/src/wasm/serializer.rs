@@ -27,6 +27,7 @@ const NOT_INITIALISED: &str = "serializer used before init";
 
 impl<S: Slot> bindings::Guest for S {
     fn init(config: wit::Config) -> Result<(), String> {
+        crate::wasm::install_panic_hook();
         let plugin = S::Plugin::new(&crate::wasm::config(config))?;
         S::with(|slot| *slot = Some(plugin));
         Ok(())
