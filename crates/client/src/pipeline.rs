@@ -179,7 +179,11 @@ impl Client {
         loop {
             let result = match (again.take(), hedge.filter(|_| tried.is_empty())) {
                 (Some(attempt), _) => self.send_to(call, attempt).await,
-                (None, Some(delay)) => self.hedged(call, &candidates, &mut tried, delay).await,
+                // Boxed: a hedge holds two attempts at once, and unboxed it would double
+                // the size of every call's future, which is moved by copying.
+                (None, Some(delay)) => {
+                    Box::pin(self.hedged(call, &candidates, &mut tried, delay)).await
+                }
                 (None, None) => self.attempt(call, &candidates, &mut tried).await,
             };
             let err = match result {

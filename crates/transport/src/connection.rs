@@ -397,7 +397,16 @@ impl Connection {
             let accepts = self.shared.peer_accepts.load(Relaxed);
             crate::encoding::outgoing(&self.limits.compression, &mut frame, accepts);
         }
-        if self.tx.send(frame).await.is_err() {
+        // Queued at once unless the writer's queue is full; only then is there a send to
+        // wait for, boxed so that every call's future does not carry its room.
+        let queued = match self.tx.try_send(frame) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(frame)) => {
+                Box::pin(self.tx.send(frame)).await.is_ok()
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        };
+        if !queued {
             guard.armed = false;
             self.forget(id);
             return Err(TransportError::Draining {

@@ -119,7 +119,10 @@ impl EndpointLink {
         if Instant::now() >= deadline {
             return Err(TransportError::Timeout);
         }
-        match tokio::time::timeout_at(deadline.into(), self.dial(false)).await {
+        // Boxed: only a call that finds no connection dials, and the dial's future (TCP,
+        // TLS) would otherwise make up most of every call's future, which is moved by
+        // copying.
+        match Box::pin(tokio::time::timeout_at(deadline.into(), self.dial(false))).await {
             Ok(result) => result,
             Err(_) => Err(TransportError::Timeout),
         }
