@@ -12,7 +12,7 @@
 //! plugin's name, in the same budget as its stdout and stderr) and then exits through
 //! WASI (`wasi:cli/exit`): the call ends as an error returned from a host call, with no
 //! signal. The kernel counts it as a trap either way and replaces the instance
-//! (`docs/sandbox.md`, "What a fault costs").
+//! (`docs/sandbox.md`, "The faulting call itself").
 
 use std::sync::Once;
 
