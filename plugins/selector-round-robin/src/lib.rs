@@ -20,8 +20,13 @@ impl Selector for RoundRobin {
     }
 
     fn select(&mut self, set: &mut CandidateSet<usize>, _hash_key: u64) -> Option<EndpointId> {
-        let pick = set.members[set.state % set.members.len()];
-        set.state = set.state.wrapping_add(1);
+        // A set's members never change (a new table redefines it with a fresh cursor), so
+        // the cursor wraps with a compare: a division costs more than the rest of the pick.
+        let pick = *set.members.get(set.state)?;
+        set.state += 1;
+        if set.state == set.members.len() {
+            set.state = 0;
+        }
         Some(pick)
     }
 }
