@@ -43,10 +43,11 @@ struct Shape<'a> {
 impl Shape<'_> {
     /// Whether memoised request `key` has this shape.
     fn is(&self, key: &RouteRequest) -> bool {
+        use axle_core::text::same;
         let r = self.reads;
-        (!r.method || key.method == self.method)
-            && (!r.consumer_app || key.consumer_app == self.app)
-            && (!r.caller_address || key.caller_address == self.address)
+        (!r.method || same(&key.method, self.method))
+            && (!r.consumer_app || same(&key.consumer_app, self.app))
+            && (!r.caller_address || same(&key.caller_address, self.address))
             && key.fields == self.fields
             && self
                 .tags

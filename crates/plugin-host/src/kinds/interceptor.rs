@@ -111,14 +111,22 @@ struct MemoKey {
 }
 
 impl MemoKey {
+    /// The parts the plugin does not read are empty: compared with
+    /// [`axle_core::text::same`], not `==`.
     fn matches(&self, c: &CallView<'_>) -> bool {
+        use axle_core::text::same;
         self.point == c.point
-            && *self.service == *c.service
-            && *self.method == *c.method
-            && self.tags == c.tags
-            && *self.consumer_app == *c.consumer_app
             && self.peer == c.peer
-            && *self.outcome == *c.outcome
+            && same(&self.service, c.service)
+            && same(&self.method, c.method)
+            && same(&self.consumer_app, c.consumer_app)
+            && same(&self.outcome, c.outcome)
+            && self.tags.len() == c.tags.len()
+            && self
+                .tags
+                .iter()
+                .zip(c.tags)
+                .all(|((k, v), (ck, cv))| same(k, ck) && same(v, cv))
     }
 }
 

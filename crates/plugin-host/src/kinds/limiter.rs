@@ -49,10 +49,11 @@ pub struct KeyParts<'a> {
 
 impl KeyParts<'_> {
     fn matches(&self, key: &LimitKey, ip: &std::net::IpAddr) -> bool {
-        key.service == self.service
-            && key.method == self.method
-            && key.consumer_app == self.consumer_app
-            && *ip == self.consumer_ip
+        use axle_core::text::same;
+        *ip == self.consumer_ip
+            && same(&key.service, self.service)
+            && same(&key.method, self.method)
+            && same(&key.consumer_app, self.consumer_app)
     }
 }
 
