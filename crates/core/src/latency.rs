@@ -110,7 +110,11 @@ impl Latency {
     pub fn record(&self, ns: u64) {
         self.ewma_ns.record(ns);
         self.sum_ns.fetch_add(ns, Relaxed);
-        self.max_ns.fetch_max(ns, Relaxed);
+        // Read first: `fetch_max` is a locked compare-and-swap even when the maximum
+        // stands, on a line every request of the method writes from every core.
+        if ns > self.max_ns.load(Relaxed) {
+            self.max_ns.fetch_max(ns, Relaxed);
+        }
         self.buckets[bucket_of(ns)].fetch_add(1, Relaxed);
     }
 

@@ -78,7 +78,10 @@ impl Guard {
             self.refused.fetch_add(1, Relaxed);
             return Err(Refusal::Overloaded);
         }
-        self.max_seen.fetch_max(now, Relaxed);
+        // Read first: `fetch_max` is a locked compare-and-swap even when the peak stands.
+        if now > self.max_seen.load(Relaxed) {
+            self.max_seen.fetch_max(now, Relaxed);
+        }
         Ok(Entry(self))
     }
 
