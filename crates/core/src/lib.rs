@@ -3,9 +3,9 @@
 //! The vocabulary below every other crate: the kernel clock, the request scope a call
 //! carries from caller to provider and on to the next hop (its W3C trace context
 //! included), the one EWMA and the one latency histogram every measurement uses, the
-//! address and name checks every input goes through, the one string comparison the request path uses, an endpoint as configuration lists
-//! it, and the payload model that typed calls are translated into before a serializer
-//! plugin sees them.
+//! address and name checks every input goes through, the comparison of names the request
+//! path uses, an endpoint as configuration lists it, and the payload model that typed
+//! calls are translated into before a serializer plugin sees them.
 
 pub mod clock;
 pub mod descriptors;

@@ -21,7 +21,7 @@ impl Selector for RoundRobin {
 
     fn select(&mut self, set: &mut CandidateSet<usize>, _hash_key: u64) -> Option<EndpointId> {
         // A set's members never change (a new table redefines it with a fresh cursor), so
-        // the cursor wraps with a compare: a division costs more than the rest of the pick.
+        // the cursor stays below their count and wraps with a compare, not a division.
         let pick = *set.members.get(set.state)?;
         set.state += 1;
         if set.state == set.members.len() {
