@@ -112,7 +112,7 @@ pub async fn run(p: &Pipeline, mut request: Frame, peer: &Arc<Peer>) -> Frame {
 async fn protected(
     p: &Pipeline,
     guard: &protect::MethodGuard,
-    handler: Handler,
+    handler: &Handler,
     mut ctx: Context,
     request: Frame,
     external: bool,

@@ -22,13 +22,15 @@ pub fn not_found(ctx: &Context, id: u64) -> Frame {
 
 /// The answer, and whether the handler started.
 pub async fn dispatch(
-    handler: Handler,
+    handler: &Handler,
     ctx: Context,
     request: Frame,
     stats: &MethodStats,
 ) -> (Frame, bool) {
     let id = request.id;
-    if ctx.scope.expired() {
+    // One clock reading: whether the deadline has passed, and when the handler started.
+    let started = Instant::now();
+    if ctx.scope.deadline.is_some_and(|d| d <= started) {
         let late = Frame::error(
             id,
             ErrorClass::DeadlineExceeded,
@@ -43,7 +45,6 @@ pub async fn dispatch(
         content_type: request.meta.content_type.unwrap_or_default(),
         payload: request.payload,
     };
-    let started = Instant::now();
     let run = handler(req).instrument(span.clone());
     let result = match deadline {
         Some(d) => match tokio::time::timeout_at(d.into(), run).await {
