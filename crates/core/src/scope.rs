@@ -33,7 +33,12 @@ impl RequestScope {
 
     /// Whether the deadline has passed.
     pub fn expired(&self) -> bool {
-        self.deadline.is_some_and(|d| d <= Instant::now())
+        self.expired_at(Instant::now())
+    }
+
+    /// Whether the deadline has passed at `now` (a reading the caller takes anyway).
+    pub fn expired_at(&self, now: Instant) -> bool {
+        self.deadline.is_some_and(|d| d <= now)
     }
 }
 

@@ -30,7 +30,7 @@ pub async fn dispatch(
     let id = request.id;
     // One clock reading: whether the deadline has passed, and when the handler started.
     let started = Instant::now();
-    if ctx.scope.deadline.is_some_and(|d| d <= started) {
+    if ctx.scope.expired_at(started) {
         let late = Frame::error(
             id,
             ErrorClass::DeadlineExceeded,
