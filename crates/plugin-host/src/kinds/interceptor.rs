@@ -99,7 +99,7 @@ struct Member {
 }
 
 /// A memoised answer's key: the call's shape with only the parts the plugin reads.
-#[derive(PartialEq, Eq)]
+/// Compared only through [`MemoKey::matches`] (no `PartialEq`: `==` is what was slow).
 struct MemoKey {
     point: InterceptPoint,
     service: Box<str>,
