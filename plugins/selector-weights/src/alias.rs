@@ -5,13 +5,17 @@
 /// A discrete distribution over `0..n`, proportional to the weights it was built from.
 #[derive(Clone, Debug)]
 pub struct AliasTable {
-    /// Per column, the share (out of `total`) that stays with the column itself.
+    /// Per column, the share that stays with the column itself, out of 2^32 (2^32: all).
     keep: Vec<u64>,
     /// Per column, where the rest of the column goes.
     alias: Vec<u32>,
-    /// The sum of the weights: the height of every column.
-    total: u64,
 }
+
+/// Columns and heights are drawn from 32 random bits each, so a draw is one 64-bit
+/// multiply: 128-bit products are a library call in wasm32, and two of them per draw cost
+/// a `weighted-random` pick a tenth of an empty component call. A share is then exact to
+/// 2^-32, far below what a load balancer can tell.
+const HEIGHT: u128 = 1 << 32;
 
 impl AliasTable {
     /// Builds the table. Weights of 0 are never sampled; if every weight is 0 (or there are
@@ -21,9 +25,8 @@ impl AliasTable {
         let total: u64 = weights.iter().sum();
         if total == 0 {
             return AliasTable {
-                keep: vec![1; weights.len()],
+                keep: vec![HEIGHT as u64; weights.len()],
                 alias: (0..weights.len() as u32).collect(),
-                total: 1,
             };
         }
         // Column i holds weight_i * n out of `total * n`; scaled, a column of height `total`
@@ -46,7 +49,12 @@ impl AliasTable {
                 small.push(l);
             }
         }
-        AliasTable { keep, alias, total }
+        // Each column's kept share, out of `total`, rescaled to out of 2^32.
+        let keep = keep
+            .into_iter()
+            .map(|k| (u128::from(k) * HEIGHT / full) as u64)
+            .collect();
+        AliasTable { keep, alias }
     }
 
     /// How many entries the table samples from.
@@ -62,9 +70,9 @@ impl AliasTable {
     /// An index drawn with probability weight / total, from 64 random bits: the high part
     /// picks the column, the remainder the height within it.
     pub fn sample(&self, random: u64) -> usize {
-        let wide = u128::from(random) * self.keep.len() as u128;
-        let column = (wide >> 64) as usize;
-        let height = ((u128::from(wide as u64) * u128::from(self.total)) >> 64) as u64;
+        // A table holds fewer than 2^32 columns (ids are 32 bits), so this cannot overflow.
+        let column = (((random >> 32) * self.keep.len() as u64) >> 32) as usize;
+        let height = random & (HEIGHT as u64 - 1);
         if height < self.keep[column] {
             column
         } else {
@@ -109,17 +117,27 @@ mod tests {
     }
 
     #[test]
-    fn every_column_is_exactly_full() {
-        // keep[i] + what columns aliasing to i give must add up to weight_i * n.
+    fn every_column_is_full_to_a_unit() {
+        // keep[i] + what columns aliasing to i give must add up to weight_i × n, rescaled
+        // to columns of height 2^32: exact before rescaling, so within one unit per column
+        // after it.
         let weights = [3u64, 1, 7, 0, 5, 5, 2];
         let t = AliasTable::new(&weights);
         let n = weights.len() as u64;
+        let total: u64 = weights.iter().sum();
         let mut mass = vec![0u64; weights.len()];
         for i in 0..weights.len() {
             mass[i] += t.keep[i];
-            mass[t.alias[i] as usize] += t.total - t.keep[i];
+            mass[t.alias[i] as usize] += HEIGHT as u64 - t.keep[i];
         }
-        let expected: Vec<u64> = weights.iter().map(|w| w * n).collect();
-        assert_eq!(mass, expected);
+        for (i, w) in weights.iter().enumerate() {
+            let expected = (u128::from(w * n) * HEIGHT / u128::from(total)) as u64;
+            assert!(
+                mass[i].abs_diff(expected) <= n,
+                "{i}: {} vs {expected}",
+                mass[i]
+            );
+        }
+        assert_eq!(mass[3], 0, "a zero weight gets nothing");
     }
 }
