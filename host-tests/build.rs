@@ -12,6 +12,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("axle-fixture-unbounded-alloc", "selector"),
     ("axle-fixture-trap", "selector"),
     ("axle-fixture-non-candidate", "selector"),
+    ("axle-fixture-two-choice", "two-choice-selector"),
     ("axle-fixture-hostile", "selector"),
     ("axle-fixture-hostile-limiter", "limiter"),
     ("axle-fixture-hostile-router", "router"),

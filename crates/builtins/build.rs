@@ -18,13 +18,19 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ("round-robin", "axle-plugin-round-robin", "selector"),
     ("random", "axle-plugin-random", "selector"),
     ("weighted-random", "axle-plugin-weighted-random", "selector"),
-    ("least-active", "axle-plugin-least-active", "selector"),
-    ("p2c-ewma", "axle-plugin-p2c-ewma", "selector"),
     ("consistent-hash", "axle-plugin-consistent-hash", "selector"),
+    // Their own group: built with the others, cargo's feature unification would give
+    // every selector the `two-choice-selector` world's exports (declaring no measure).
+    (
+        "least-active",
+        "axle-plugin-least-active",
+        "two-choice-selector",
+    ),
+    ("p2c-ewma", "axle-plugin-p2c-ewma", "two-choice-selector"),
     (
         "shortest-response",
         "axle-plugin-shortest-response",
-        "selector",
+        "two-choice-selector",
     ),
     ("tag", "axle-plugin-tag", "router"),
     ("condition", "axle-plugin-condition", "router"),

@@ -86,7 +86,9 @@ fn least_active_duels_on_load_per_weight() {
         facts.get(1).unwrap().started();
     }
     assert!((0..1_000).all(|i| s.select(0, i).unwrap().endpoint != 1));
-    // In flight is read per unit of weight: 5 on weight 600 beats 4 on weight 100.
+    // In flight is read per unit of effective weight (the kernel's, as the table gives it):
+    // 5 on weight 600 beats 4 on weight 100.
+    facts.get(1).unwrap().set_weight(600);
     s.endpoints_changed(&table(&[100, 600]));
     s.define_set(0, vec![0, 1]);
     assert!((0..1_000).all(|i| s.select(0, i).unwrap().endpoint == 1));

@@ -194,6 +194,12 @@ where
     fn feedback(&mut self, outcomes: &[axle_sdk::Outcome]) {
         self.0.feedback(outcomes)
     }
+    fn measure(&self) -> Option<axle_sdk::LoadMeasure> {
+        self.0.measure()
+    }
+    fn select_two(&mut self, id: u32, hash_key: u64) -> u64 {
+        self.0.select_two(id, hash_key)
+    }
 }
 
 /// The twins a plugin host runs in place of the shipped selectors' components.

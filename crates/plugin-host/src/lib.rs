@@ -237,16 +237,19 @@ impl PluginHost {
                     timeout_ms: spec.timeout_ms,
                 };
                 (
-                    Plugin::Selector(Arc::new(SelectorPlugin::native(twin, owner))),
+                    Plugin::Selector(Arc::new(SelectorPlugin::native(
+                        twin,
+                        owner,
+                        self.facts.clone(),
+                    ))),
                     LoadReport::native(),
                 )
             }
             PluginKind::Selector => {
                 let (instances, report) = self.instances::<SelectorKind>(spec, &stats)?;
-                (
-                    Plugin::Selector(Arc::new(SelectorPlugin::new(instances))),
-                    report,
-                )
+                let plugin = SelectorPlugin::new(instances, self.facts.clone())
+                    .map_err(|f| fail(format!("`measure` failed: {f}")))?;
+                (Plugin::Selector(Arc::new(plugin)), report)
             }
             PluginKind::Router => {
                 let (instances, report) = self.instances::<RouterKind>(spec, &stats)?;

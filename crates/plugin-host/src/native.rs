@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axle_spi::{ConfigValue, EndpointTable, Outcome};
+use axle_spi::{ConfigValue, EndpointTable, LoadMeasure, Outcome};
 
 /// A selector run natively (the same contract as the `selector` world).
 pub trait NativeSelector: Send {
@@ -20,6 +20,14 @@ pub trait NativeSelector: Send {
     fn define_set(&mut self, id: u32, members: Vec<u32>);
     fn select(&mut self, id: u32, hash_key: u64) -> Option<u32>;
     fn feedback(&mut self, outcomes: &[Outcome]);
+    /// `two-choice-selector`'s `measure` (`None`: `select` answers).
+    fn measure(&self) -> Option<LoadMeasure> {
+        None
+    }
+    /// `two-choice-selector`'s `select-two`: a packed pair (`axle_spi::pack_pair`).
+    fn select_two(&mut self, _id: u32, _hash_key: u64) -> u64 {
+        u64::MAX
+    }
 }
 
 /// Makes a twin from the plugin's flattened config (as a component's `init` gets it).

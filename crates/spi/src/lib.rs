@@ -7,10 +7,12 @@
 //! Plugins are written against these, not against generated bindings, so the same code
 //! runs in a component and natively (tests, the kernel's native twins in `axle bench`).
 
+mod balancing;
 mod intercept;
 mod routing;
 mod tree;
 
+pub use balancing::{mean_weight, pack_pair, unpack_pair, Load, LoadMeasure, Pair};
 pub use intercept::{
     refusal_class, InterceptCall, InterceptDeclaration, InterceptPoint, InterceptReads,
     InterceptVerdict, Refusal, REFUSAL_CLASSES,

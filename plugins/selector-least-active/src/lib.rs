@@ -1,19 +1,18 @@
 //! `least-active`: power of two choices on load per weight. Draws two distinct members by
-//! weight and keeps the one with fewer requests in flight (as the kernel counts them, via
-//! `host::in_flight`) per unit of weight; on a tie, the first draw, so an idle set is served
-//! in proportion to the weights. Two host calls per pick whatever the set size (it used to
-//! read every member: O(set) per pick, 648 µs at 10,000 endpoints). Mitzenmacher's result
-//! is why two are enough: the most loaded endpoint's excess drops from log n / log log n
-//! to log log n. Config: `seed`.
+//! weight and has the kernel keep the one with fewer requests in flight per unit of
+//! effective weight; on a tie, the first draw, so an idle set is served in proportion to
+//! the weights. A two-choice selector: the kernel compares the counts it keeps, so a pick
+//! makes no host call whatever the set size (it used to read every member: O(set) per
+//! pick, 648 µs at 10,000 endpoints; then two host calls). Mitzenmacher's result is why
+//! two are enough: the most loaded endpoint's excess drops from log n / log log n to
+//! log log n. Config: `seed`.
 
-use axle_sdk::{host, CandidateSet, Config, EndpointId, EndpointTable, Rng, Selector};
+use axle_sdk::{CandidateSet, Config, EndpointId, EndpointTable, LoadMeasure, Rng, Selector};
 use axle_selector_weights::WeightedSet;
 
 /// The least-active selector.
 pub struct LeastActive {
     rng: Rng,
-    /// The draws of the current pick (kept to not allocate per pick).
-    drawn: Vec<usize>,
 }
 
 impl Selector for LeastActive {
@@ -24,7 +23,6 @@ impl Selector for LeastActive {
         config.reject_unknown(&["seed"])?;
         Ok(LeastActive {
             rng: Rng::from_config(config)?,
-            drawn: Vec::with_capacity(2),
         })
     }
 
@@ -32,24 +30,20 @@ impl Selector for LeastActive {
         WeightedSet::new(table, members)
     }
 
-    fn select(
+    /// In flight per unit of weight.
+    fn measure(&self) -> Option<LoadMeasure> {
+        Some(LoadMeasure {
+            per_weight: true,
+            ..LoadMeasure::default()
+        })
+    }
+
+    fn select_two(
         &mut self,
         set: &mut CandidateSet<WeightedSet>,
         _hash_key: u64,
-    ) -> Option<EndpointId> {
-        set.state.distinct(&mut self.rng, 2, &mut self.drawn);
-        let (&a, b) = self.drawn.split_first()?;
-        let Some(&b) = b.first() else {
-            return set.members.get(a).copied();
-        };
-        // in_flight(a) / weight(a) <= in_flight(b) / weight(b), without division.
-        let load = |p: usize| u128::from(host::in_flight(set.members[p]));
-        let (wa, wb) = (
-            u128::from(set.state.weight(a)),
-            u128::from(set.state.weight(b)),
-        );
-        let keep_a = load(a) * wb <= load(b) * wa;
-        set.members.get(if keep_a { a } else { b }).copied()
+    ) -> Option<(EndpointId, EndpointId)> {
+        axle_selector_weights::two_by_weight(set, &mut self.rng)
     }
 }
 
@@ -64,11 +58,13 @@ mod tests {
         axle_sdk::testing::weighted_table(weights)
     }
 
-    fn busy(id: u32, in_flight: u32) {
+    /// What the kernel would say of endpoint `id` of effective weight `weight`.
+    fn busy(id: u32, in_flight: u32, weight: u32) {
         testing::set_facts(
             id,
             EndpointFacts {
                 in_flight,
+                weight,
                 ..Default::default()
             },
         );
@@ -94,7 +90,7 @@ mod tests {
     fn the_busiest_loses_every_duel_and_the_idle_wins_every_one() {
         testing::reset();
         for (id, in_flight) in [(0, 5), (1, 0), (2, 3)] {
-            busy(id, in_flight);
+            busy(id, in_flight, 100);
         }
         let mut rt = runtime(&[100; 3]);
         let c = counts(&mut rt, 3, 3_000);
@@ -119,8 +115,8 @@ mod tests {
     fn load_is_compared_per_unit_of_weight() {
         testing::reset();
         // 3 in flight on weight 600 is less loaded than 1 on weight 100.
-        busy(0, 1);
-        busy(1, 3);
+        busy(0, 1, 100);
+        busy(1, 3, 600);
         let mut rt = runtime(&[100, 600]);
         assert_eq!(counts(&mut rt, 2, 1_000), vec![0, 1_000]);
         rt.define_set(1, vec![0]);

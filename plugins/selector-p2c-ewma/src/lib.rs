@@ -4,34 +4,18 @@
 //! count is read per unit of weight, so an endpoint of twice the weight may carry twice
 //! the requests at the same cost (with equal weights this is the classic latency ×
 //! (in-flight + 1)). On a tie, the first draw: an idle set of equal latencies is served in
-//! proportion to the weights. Two host calls per pick whatever the set size. Config: `seed`, `default-latency-us` (cost of a
-//! never-measured endpoint; low, so new endpoints get probed — default 1000).
+//! proportion to the weights. A two-choice selector: the kernel computes the costs from the
+//! facts it keeps, so a pick makes no host call whatever the set size. Config: `seed`,
+//! `default-latency-us` (cost of a never-measured endpoint; low, so new endpoints get
+//! probed — default 1000).
 
-use axle_sdk::{host, CandidateSet, Config, EndpointId, EndpointTable, Rng, Selector};
+use axle_sdk::{CandidateSet, Config, EndpointId, EndpointTable, LoadMeasure, Rng, Selector};
 use axle_selector_weights::WeightedSet;
 
 /// The P2C selector.
 pub struct P2cEwma {
     rng: Rng,
     default_latency_ns: u64,
-    /// The draws of the current pick (kept to not allocate per pick).
-    drawn: Vec<usize>,
-}
-
-impl P2cEwma {
-    /// The expected cost of one more request at the member at `position`.
-    fn cost(&self, set: &CandidateSet<WeightedSet>, position: usize) -> f64 {
-        let facts = host::facts(set.members[position]).unwrap_or_default();
-        let latency = if facts.ewma_latency_ns == 0 {
-            self.default_latency_ns
-        } else {
-            facts.ewma_latency_ns
-        };
-        // Drawn members have a weight above 0.
-        let weight = set.state.weight(position).max(1) as f64;
-        let load = f64::from(facts.in_flight) * set.state.mean_weight() / weight;
-        latency as f64 * (1.0 + load)
-    }
 }
 
 impl Selector for P2cEwma {
@@ -45,7 +29,6 @@ impl Selector for P2cEwma {
             default_latency_ns: config
                 .u64_or("default-latency-us", 1000)?
                 .saturating_mul(1000),
-            drawn: Vec::with_capacity(2),
         })
     }
 
@@ -53,18 +36,21 @@ impl Selector for P2cEwma {
         WeightedSet::new(table, members)
     }
 
-    fn select(
+    /// Latency × (in flight per unit of weight + 1).
+    fn measure(&self) -> Option<LoadMeasure> {
+        Some(LoadMeasure {
+            per_weight: true,
+            latency: true,
+            default_latency_ns: self.default_latency_ns,
+        })
+    }
+
+    fn select_two(
         &mut self,
         set: &mut CandidateSet<WeightedSet>,
         _hash_key: u64,
-    ) -> Option<EndpointId> {
-        set.state.distinct(&mut self.rng, 2, &mut self.drawn);
-        let (&a, b) = self.drawn.split_first()?;
-        let Some(&b) = b.first() else {
-            return set.members.get(a).copied();
-        };
-        let keep_a = self.cost(set, a) <= self.cost(set, b);
-        set.members.get(if keep_a { a } else { b }).copied()
+    ) -> Option<(EndpointId, EndpointId)> {
+        axle_selector_weights::two_by_weight(set, &mut self.rng)
     }
 }
 
@@ -116,18 +102,20 @@ mod tests {
         assert!((5_760..6_240).contains(&counts[2]), "{counts:?}");
         // In flight is counted per unit of weight: 5 on weight 600 (mean weight 350) costs
         // 1 + 5 × 350/600 = 3.9 latencies, 1 on weight 100 costs 1 + 3.5 = 4.5.
-        let busy = |in_flight| EndpointFacts {
+        // The weights are the kernel's effective weights, as `host::facts` gives them.
+        let busy = |in_flight, weight| EndpointFacts {
             ewma_latency_ns: 1_000_000,
             in_flight,
+            weight,
             ..Default::default()
         };
-        testing::set_facts(0, busy(1));
-        testing::set_facts(1, busy(5));
+        testing::set_facts(0, busy(1, 100));
+        testing::set_facts(1, busy(5, 600));
         rt.endpoints_changed(table(&[100, 600]));
         rt.define_set(0, vec![0, 1]);
         assert!((0..1_000).all(|_| rt.select(0, 0) == Some(1)));
         // 7 on weight 600 costs 5.08: now the light endpoint wins.
-        testing::set_facts(1, busy(7));
+        testing::set_facts(1, busy(7, 600));
         assert!((0..1_000).all(|_| rt.select(0, 0) == Some(0)));
     }
 }

@@ -5,14 +5,16 @@
 //! Dubbo compares every member; that costs one host call per member per pick (what made
 //! the old `least-active` 650 µs per pick at 10,000 endpoints). Here the candidates are
 //! `choices` distinct members drawn by effective weight (default 2: the power of two
-//! choices), so a pick costs `choices` host calls whatever the set size; a set of at most
-//! `choices` members is compared whole, which is Dubbo's rule exactly. Unlike `p2c-ewma`,
+//! choices), whatever the set size; a set of at most `choices` members is compared whole,
+//! which is Dubbo's rule exactly. With two, it is a two-choice selector: the kernel
+//! compares the pair from the facts it keeps, with no host call per pick; with more, a
+//! pick makes `choices` host calls. Unlike `p2c-ewma`,
 //! the wait is not divided by weight: weight decides who is drawn and breaks ties, the
 //! fastest expected answer wins. Config: `seed`, `choices` (2..=16, default 2),
 //! `default-latency-us` (the latency assumed before an endpoint's first answer, default
 //! 1000: low enough that new endpoints get tried, not so low that they get every call).
 
-use axle_sdk::{host, CandidateSet, Config, EndpointId, EndpointTable, Rng, Selector};
+use axle_sdk::{host, CandidateSet, Config, EndpointId, EndpointTable, LoadMeasure, Rng, Selector};
 use axle_selector_weights::WeightedSet;
 
 /// The shortest-response selector.
@@ -77,6 +79,24 @@ impl Selector for ShortestResponse {
             }
         }
         set.members.get(best?.0).copied()
+    }
+    /// With two choices: the expected wait, (in flight + 1) × latency, compared by the
+    /// kernel from the facts it keeps (no host call per pick). With more, `select` reads
+    /// them through the host.
+    fn measure(&self) -> Option<LoadMeasure> {
+        (self.choices == 2).then_some(LoadMeasure {
+            per_weight: false,
+            latency: true,
+            default_latency_ns: self.default_latency_ns,
+        })
+    }
+
+    fn select_two(
+        &mut self,
+        set: &mut CandidateSet<WeightedSet>,
+        _hash_key: u64,
+    ) -> Option<(EndpointId, EndpointId)> {
+        axle_selector_weights::two_by_weight(set, &mut self.rng)
     }
 }
 

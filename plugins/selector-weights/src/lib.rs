@@ -13,7 +13,7 @@ mod sampling;
 mod schedule;
 
 pub use alias::AliasTable;
-pub use sampling::WeightedSet;
+pub use sampling::{two_by_weight, WeightedSet};
 pub use schedule::Schedule;
 
 use axle_sdk::{EndpointId, EndpointTable};

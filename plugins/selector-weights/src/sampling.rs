@@ -2,7 +2,7 @@
 //! power-of-choices selectors, each O(1) whatever the set size.
 
 use crate::{member_weights, AliasTable};
-use axle_sdk::{EndpointId, EndpointTable, Rng};
+use axle_sdk::{CandidateSet, EndpointId, EndpointTable, Rng};
 
 /// Redraws allowed when a draw repeats an earlier one. A member holding share p of the
 /// weight repeats with odds p per draw, so even at p = 0.75 the cap is reached about once
@@ -19,6 +19,18 @@ pub struct WeightedSet {
     drawable: usize,
     /// The mean weight of the drawable members, computed once (a pick may need it).
     mean_weight: f64,
+}
+
+/// A two-choice selector's candidates: two distinct members of `set` drawn by weight, the
+/// first draw first (a tie keeps it, so an idle set is served in proportion to the
+/// weights: see [`WeightedSet::distinct`]). A set with one drawable member offers it
+/// twice.
+pub fn two_by_weight(
+    set: &CandidateSet<WeightedSet>,
+    rng: &mut Rng,
+) -> Option<(EndpointId, EndpointId)> {
+    let (first, second) = set.state.two(rng)?;
+    Some((*set.members.get(first)?, *set.members.get(second)?))
 }
 
 impl WeightedSet {
@@ -78,6 +90,34 @@ impl WeightedSet {
 }
 
 impl WeightedSet {
+    /// [`WeightedSet::distinct`] for two, without a buffer (the power of two choices, on
+    /// every pick): the same draws in the same order. One drawable member comes back
+    /// twice; none, `None`.
+    pub fn two(&self, rng: &mut Rng) -> Option<(usize, usize)> {
+        if self.drawable <= 2 {
+            let mut few = [0usize; 2];
+            let mut n = 0;
+            for p in (0..self.weights.len()).filter(|p| self.weights[*p] > 0) {
+                few[n] = p;
+                n += 1;
+            }
+            self.shuffle_by_weight(rng, &mut few[..n]);
+            return match n {
+                0 => None,
+                1 => Some((few[0], few[0])),
+                _ => Some((few[0], few[1])),
+            };
+        }
+        let first = self.sample(rng);
+        for _ in 0..=REDRAWS {
+            let second = self.sample(rng);
+            if second != first {
+                return Some((first, second));
+            }
+        }
+        Some((first, self.any_other(rng, &[first])))
+    }
+
     /// Reorders `positions` by successive weighted sampling: O(len²), for the few members
     /// of a set no larger than the number of choices.
     fn shuffle_by_weight(&self, rng: &mut Rng, positions: &mut [usize]) {
@@ -116,6 +156,30 @@ mod tests {
         let table = axle_sdk::testing::weighted_table(weights);
         let members: Vec<EndpointId> = (0..weights.len() as u32).collect();
         (WeightedSet::new(&table, &members), members)
+    }
+
+    #[test]
+    fn two_draws_what_distinct_draws_for_two() {
+        for weights in [
+            &[100, 100, 600, 0][..],
+            &[5, 0, 0],
+            &[0, 7, 0, 9],
+            &[1, 1_000_000, 1],
+            &[100; 10],
+        ] {
+            let (s, _) = set(weights);
+            let (mut a, mut b) = (Rng::seeded(5), Rng::seeded(5));
+            let mut out = Vec::new();
+            for _ in 0..2_000 {
+                s.distinct(&mut a, 2, &mut out);
+                let expected = match out[..] {
+                    [only] => (only, only),
+                    [first, second] => (first, second),
+                    _ => unreachable!("a set with a weight gives one or two"),
+                };
+                assert_eq!(s.two(&mut b), Some(expected), "{weights:?}");
+            }
+        }
     }
 
     #[test]

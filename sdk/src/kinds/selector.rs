@@ -1,6 +1,6 @@
 //! Selectors pick one endpoint among a candidate set (BALANCE = SELECT).
 
-use crate::{Config, EndpointId, EndpointTable, Outcome, SetId};
+use crate::{Config, EndpointId, EndpointTable, Load, LoadMeasure, Outcome, SetId, NO_PICK};
 
 /// The most set ids a selector keeps; the kernel allocates ids densely from 0.
 pub const MAX_SETS: usize = 1 << 16;
@@ -13,6 +13,9 @@ pub struct CandidateSet<S> {
     pub members: Vec<EndpointId>,
     /// What the plugin derived from the members in [`Selector::prepare`].
     pub state: S,
+    /// The members' mean weight in the table the set was defined under: what a
+    /// [`LoadMeasure`]'s `per_weight` counts against, as the kernel does.
+    pub mean_weight: f64,
 }
 
 /// A load-balancing strategy. Implement this and call [`crate::export_selector!`].
@@ -28,11 +31,43 @@ pub trait Selector: Sized + 'static {
     fn prepare(&mut self, table: &EndpointTable, members: &[EndpointId]) -> Self::SetState;
 
     /// Picks a member of `set`. `None` lets the kernel pick at random.
+    ///
+    /// A two-choice selector (one whose [`Selector::measure`] is `Some`) need not write
+    /// it: by default it is [`Selector::select_two`], the lighter of the two kept by the
+    /// measure from `host::facts`, what the kernel does without a host call.
     fn select(
         &mut self,
         set: &mut CandidateSet<Self::SetState>,
         hash_key: u64,
-    ) -> Option<EndpointId>;
+    ) -> Option<EndpointId> {
+        let measure = self.measure()?;
+        let (first, second) = self.select_two(set, hash_key)?;
+        if second == first || second == NO_PICK {
+            return Some(first);
+        }
+        let load = |id| Load::from(crate::host::facts(id).unwrap_or_default());
+        let keep_first = measure.keeps_first(load(first), load(second), set.mean_weight);
+        Some(if keep_first { first } else { second })
+    }
+
+    /// The two-choice selector's measure (`two-choice-selector` world, built with the
+    /// SDK's feature of that name): how the kernel compares the candidates
+    /// [`Selector::select_two`] offers. Called once after `new`; `None` (the default):
+    /// this plugin, or this config of it, answers through [`Selector::select`].
+    fn measure(&self) -> Option<LoadMeasure> {
+        None
+    }
+
+    /// Two members of `set` for the kernel to compare by [`Selector::measure`]: it keeps
+    /// the lighter, the first on a tie. Return the same member twice to offer one.
+    /// `None` (the default) lets the kernel pick at random.
+    fn select_two(
+        &mut self,
+        _set: &mut CandidateSet<Self::SetState>,
+        _hash_key: u64,
+    ) -> Option<(EndpointId, EndpointId)> {
+        None
+    }
 
     /// Finished calls, batched. Default: ignored (facts can be pulled from the host).
     fn feedback(&mut self, _outcomes: &[Outcome]) {}
@@ -77,7 +112,17 @@ impl<T: Selector> SelectorRuntime<T> {
             self.sets.resize_with(slot + 1, || None);
         }
         let state = self.plugin.prepare(&self.table, &members);
-        self.sets[slot] = Some(CandidateSet { id, members, state });
+        let mean_weight = crate::mean_weight(
+            members
+                .iter()
+                .map(|id| self.table.get(*id).map_or(0, |e| e.weight)),
+        );
+        self.sets[slot] = Some(CandidateSet {
+            id,
+            members,
+            state,
+            mean_weight,
+        });
     }
 
     /// `select`: picks from a defined, non-empty set.
@@ -87,6 +132,23 @@ impl<T: Selector> SelectorRuntime<T> {
             return None;
         }
         self.plugin.select(set, hash_key)
+    }
+
+    /// `measure`.
+    pub fn measure(&self) -> Option<LoadMeasure> {
+        self.plugin.measure()
+    }
+
+    /// `select-two`: the pair packed as the component returns it ([`crate::pack_pair`];
+    /// all ones for none).
+    pub fn select_two(&mut self, id: SetId, hash_key: u64) -> u64 {
+        let pair = self
+            .sets
+            .get_mut(id as usize)
+            .and_then(|set| set.as_mut())
+            .filter(|set| !set.members.is_empty())
+            .and_then(|set| self.plugin.select_two(set, hash_key));
+        pair.map_or(u64::MAX, |(first, second)| crate::pack_pair(first, second))
     }
 
     /// `feedback`.

@@ -1,9 +1,28 @@
 use crate::kinds::selector::{Selector, SelectorRuntime};
 
+#[cfg(not(feature = "two-choice-selector"))]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
         world: "axle:spi/selector",
+        with: {
+            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__axle_export_selector",
+        default_bindings_module: "axle_sdk::wasm::selector::bindings",
+    });
+}
+
+/// The same kind offering two candidates for the kernel to compare (`measure`,
+/// `select-two`).
+#[cfg(feature = "two-choice-selector")]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "axle:spi/two-choice-selector",
         with: {
             "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
             "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
@@ -51,6 +70,22 @@ impl<S: Slot> bindings::Guest for S {
     fn select(set: u32, hash_key: u64) -> u32 {
         S::with(|slot| slot.as_mut().and_then(|rt| rt.select(set, hash_key)))
             .unwrap_or(crate::NO_PICK)
+    }
+
+    #[cfg(feature = "two-choice-selector")]
+    fn measure() -> Option<bindings::axle::spi::balancing::LoadMeasure> {
+        S::with(|slot| slot.as_ref().and_then(|rt| rt.measure())).map(|m| {
+            bindings::axle::spi::balancing::LoadMeasure {
+                per_weight: m.per_weight,
+                latency: m.latency,
+                default_latency_ns: m.default_latency_ns,
+            }
+        })
+    }
+
+    #[cfg(feature = "two-choice-selector")]
+    fn select_two(set: u32, hash_key: u64) -> u64 {
+        S::with(|slot| slot.as_mut().map(|rt| rt.select_two(set, hash_key))).unwrap_or(u64::MAX)
     }
 
     fn feedback(outcomes: Vec<wit::Outcome>) {

@@ -6,19 +6,64 @@ use std::collections::HashMap;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
+use axle_facts::{EndpointCell, FactsTable};
+use axle_spi::{Load, LoadMeasure, Pair, NO_PICK};
+use wasmtime::component::{ComponentExportIndex, InstancePre, TypedFunc};
+use wasmtime::Store;
+
+use crate::bindings::selector as wit_selector;
+use crate::bindings::two_choice_selector::axle::spi::balancing as wit_balancing;
 use crate::bindings::wit;
+use crate::host_state::HostState;
 use crate::native::NativeSelector;
 use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
 
-crate::kinds::world_kind!(
-    SelectorKind,
-    selector,
-    Selector,
-    SelectorPre,
-    "selector world"
-);
+/// Marker for the selector world (and its extension, `two-choice-selector`).
+pub struct SelectorKind;
+
+/// A selector instance's typed exports: its world's, and `select-two` when the component
+/// has it (resolved once per instance, not per pick).
+pub struct SelectorExports {
+    world: wit_selector::Selector,
+    select_two: Option<TypedFunc<(u32, u64), (u64,)>>,
+}
+
+impl crate::sandbox::Kind for SelectorKind {
+    type Pre = (
+        wit_selector::SelectorPre<HostState>,
+        Option<ComponentExportIndex>,
+    );
+    type Bindings = SelectorExports;
+
+    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+        let select_two = pre.component().get_export_index(None, "select-two");
+        Ok((wit_selector::SelectorPre::new(pre)?, select_two))
+    }
+
+    fn instantiate(
+        (pre, select_two): &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<(Self::Bindings, wasmtime::component::Instance)> {
+        let instance = pre.instance_pre().instantiate(&mut *store)?;
+        let world = wit_selector::Selector::new(&mut *store, &instance)?;
+        // A `select-two` of another type is refused here, so the component does not load.
+        let select_two = select_two
+            .as_ref()
+            .map(|index| instance.get_typed_func(&mut *store, index))
+            .transpose()?;
+        Ok((SelectorExports { world, select_two }, instance))
+    }
+
+    fn init(
+        bindings: &Self::Bindings,
+        store: &mut Store<HostState>,
+        config: &Vec<(String, wit::ConfigValue)>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        bindings.world.call_init(store, config)
+    }
+}
 
 /// Outcomes are fed back in batches of this many (`docs/architecture.md`, "Budgets on the hot path").
 pub const FEEDBACK_BATCH: usize = 64;
@@ -29,6 +74,57 @@ struct SetMembers {
     ids: Vec<u32>,
     /// To check an answer.
     members: Membership,
+    /// For a two-choice selector: the members' fact cells, so a pick reads the two
+    /// candidates' counters without a look at the facts table (whose lock-free load
+    /// alone cost a tenth of an empty component call), and their mean effective weight
+    /// when the set was defined, what a `per-weight` measure counts against.
+    loads: Option<SetLoads>,
+}
+
+/// The facts a two-choice selector's measure reads, for the members of one set.
+struct SetLoads {
+    /// The facts table's cells by id as of the set's definition (shared, not copied): a
+    /// client allocates an endpoint's cell before it pushes the table, and the set is
+    /// redefined when the endpoints change.
+    cells: Arc<Vec<Option<Arc<EndpointCell>>>>,
+    /// Asked for a member whose cell came after the set, which no kernel path makes.
+    facts: Arc<FactsTable>,
+    mean_weight: f64,
+}
+
+impl SetLoads {
+    fn new(facts: &Arc<FactsTable>, members: &[u32]) -> SetLoads {
+        let cells = facts.cells();
+        let cell = |id: u32| cells.get(id as usize).and_then(Option::as_ref);
+        let mean_weight = axle_spi::mean_weight(
+            members
+                .iter()
+                .filter_map(|&id| cell(id))
+                .map(|c| c.effective_weight()),
+        );
+        SetLoads {
+            cells,
+            facts: facts.clone(),
+            mean_weight,
+        }
+    }
+
+    /// Of two members, the one `measure` keeps, by the kernel's facts now (a member
+    /// without facts has no load).
+    fn lighter(&self, measure: &LoadMeasure, first: u32, second: u32) -> u32 {
+        let load = |id: u32| match self.cells.get(id as usize) {
+            Some(Some(cell)) => cell.load(),
+            _ => self
+                .facts
+                .get(id)
+                .map_or(Load::default(), |cell| cell.load()),
+        };
+        if measure.keeps_first(load(first), load(second), self.mean_weight) {
+            first
+        } else {
+            second
+        }
+    }
 }
 
 /// A bitmap may spend this many more words than the set has members (1 KiB) on ids
@@ -117,10 +213,12 @@ impl Member {
         let sets: Vec<_> = self.sets.iter().map(|(k, v)| (*k, v.clone())).collect();
         inst.ensure(self.generation, move |bindings, store| {
             if let Some(table) = &table {
-                bindings.call_endpoints_changed(&mut *store, table)?;
+                bindings.world.call_endpoints_changed(&mut *store, table)?;
             }
             for (id, members) in &sets {
-                bindings.call_define_set(&mut *store, wire_id(*id), &members.ids)?;
+                bindings
+                    .world
+                    .call_define_set(&mut *store, wire_id(*id), &members.ids)?;
             }
             Ok(())
         })
@@ -134,7 +232,7 @@ impl Member {
                     self.wire
                         .extend(self.pending.iter().map(crate::convert::outcome));
                     let wire = &self.wire;
-                    let _ = inst.call("feedback", |b, s| b.call_feedback(s, wire));
+                    let _ = inst.call("feedback", |b, s| b.world.call_feedback(s, wire));
                 }
                 Runner::Native(twin) => twin.feedback(&self.pending),
             }
@@ -148,7 +246,7 @@ impl Member {
             // by replay.
             Runner::Wasm(inst) => {
                 let _ = inst.call("endpoints-changed", |b, s| {
-                    b.call_endpoints_changed(s, wire)
+                    b.world.call_endpoints_changed(s, wire)
                 });
             }
             Runner::Native(twin) => twin.endpoints_changed(table.clone()),
@@ -159,15 +257,16 @@ impl Member {
         match &mut self.runner {
             Runner::Wasm(inst) => {
                 let _ = inst.call("define-set", |b, s| {
-                    b.call_define_set(s, wire_id(id), members)
+                    b.world.call_define_set(s, wire_id(id), members)
                 });
             }
             Runner::Native(twin) => twin.define_set(wire_id(id), members.to_vec()),
         }
     }
 
-    /// Picks from set `id`, checked against the kernel's copy of it.
-    fn select(&mut self, id: u32, hash_key: u64) -> Option<Selection> {
+    /// Picks from set `id`, checked against the kernel's copy of it: the plugin's pick, or
+    /// with `two`, the lighter of the plugin's two candidates.
+    fn select(&mut self, id: u32, hash_key: u64, two: Option<&LoadMeasure>) -> Option<Selection> {
         let live = self.ensure();
         // The set is borrowed beside the runner (disjoint fields): one lookup per pick and
         // no `Arc` clone.
@@ -178,32 +277,66 @@ impl Member {
             ..
         } = self;
         let set = sets.get(&id).filter(|set| !set.ids.is_empty())?;
-        match live.and_then(|()| runner.select(id, hash_key)) {
-            Ok(Some(endpoint)) if set.members.contains(endpoint) => Some(Selection {
+        let pick = live.and_then(|()| match two {
+            Some(_) => runner.select_two(id, hash_key),
+            None => runner.select(id, hash_key),
+        });
+        let outside = |endpoint: u32| {
+            (!set.members.contains(endpoint))
+                .then(|| Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")))
+        };
+        let endpoint = match pick {
+            Ok(Pair::None) | Err(_) => return Some(random_pick(&set.ids)),
+            Ok(Pair::One(endpoint)) => outside(endpoint).map_or(Ok(endpoint), Err),
+            Ok(Pair::Two(first, second)) => match outside(first).or_else(|| outside(second)) {
+                Some(fault) => Err(fault),
+                // A pair comes back only from `select_two`, and its sets have loads.
+                None => Ok(match (two, &set.loads) {
+                    (Some(measure), Some(loads)) => loads.lighter(measure, first, second),
+                    _ => first,
+                }),
+            },
+        };
+        match endpoint {
+            Ok(endpoint) => Some(Selection {
                 endpoint,
                 by_plugin: true,
             }),
-            Ok(Some(endpoint)) => {
-                runner.fault(
-                    stats,
-                    "select",
-                    &Fault::Invalid(format!("endpoint {endpoint} is not in set {id}")),
-                );
+            Err(fault) => {
+                let what = if two.is_some() {
+                    "select-two"
+                } else {
+                    "select"
+                };
+                runner.fault(stats, what, &fault);
                 Some(random_pick(&set.ids))
             }
-            Ok(None) | Err(_) => Some(random_pick(&set.ids)),
         }
     }
 }
 
 impl Runner {
-    fn select(&mut self, id: u32, hash_key: u64) -> Result<Option<u32>, Fault> {
-        match self {
-            Runner::Wasm(inst) => inst
-                .call("select", |b, s| b.call_select(s, wire_id(id), hash_key))
-                .map(|pick| (pick != axle_spi::NO_PICK).then_some(pick)),
-            Runner::Native(twin) => Ok(twin.select(wire_id(id), hash_key)),
-        }
+    fn select(&mut self, id: u32, hash_key: u64) -> Result<Pair, Fault> {
+        let pick = match self {
+            Runner::Wasm(inst) => inst.call("select", |b, s| {
+                b.world.call_select(s, wire_id(id), hash_key)
+            })?,
+            Runner::Native(twin) => twin.select(wire_id(id), hash_key).unwrap_or(NO_PICK),
+        };
+        Ok(axle_spi::unpack_pair(axle_spi::pack_pair(pick, NO_PICK)))
+    }
+
+    fn select_two(&mut self, id: u32, hash_key: u64) -> Result<Pair, Fault> {
+        let packed = match self {
+            Runner::Wasm(inst) => inst.call("select-two", |b, s| match &b.select_two {
+                Some(f) => f.call(s, (wire_id(id), hash_key)).map(|(packed,)| packed),
+                None => Err(wasmtime::format_err!(
+                    "the component exports no `select-two`"
+                )),
+            })?,
+            Runner::Native(twin) => twin.select_two(wire_id(id), hash_key),
+        };
+        Ok(axle_spi::unpack_pair(packed))
     }
 
     fn fault(&self, stats: &crate::PluginStats, what: &str, fault: &Fault) {
@@ -254,6 +387,11 @@ thread_local! {
 pub struct SelectorPlugin {
     id: u64,
     pool: Pool<Member>,
+    /// Set when the plugin declared a load measure (`two-choice-selector`): every pick is
+    /// then `select-two`, and the kernel keeps the lighter candidate.
+    measure: Option<LoadMeasure>,
+    /// Where a two-choice selector's sets find their members' facts.
+    facts: Arc<FactsTable>,
     /// Sets already defined, by their members (as given), so the same candidates always
     /// name the same set. Cleared with the table.
     interned: std::sync::Mutex<HashMap<Vec<u32>, u32>>,
@@ -268,28 +406,73 @@ impl SelectorPlugin {
         self.pool.counters()
     }
 
-    pub(crate) fn new(instances: Vec<Instance<SelectorKind>>) -> Self {
-        let owner = instances[0].pool_owner();
+    /// Asks the first instance of a two-choice selector for its measure (every instance
+    /// runs the same code and config); one that cannot say does not load.
+    pub(crate) fn new(
+        mut instances: Vec<Instance<SelectorKind>>,
+        facts: Arc<FactsTable>,
+    ) -> Result<Self, Fault> {
+        let first = &mut instances[0];
+        let measure = match first
+            .prepared()
+            .pre
+            .0
+            .instance_pre()
+            .component()
+            .get_export_index(None, "measure")
+        {
+            Some(index) => first
+                .call_export::<(), (Option<wit_balancing::LoadMeasure>,)>("measure", &index, ())?
+                .0
+                .map(|m| LoadMeasure {
+                    per_weight: m.per_weight,
+                    latency: m.latency,
+                    default_latency_ns: m.default_latency_ns,
+                }),
+            None => None,
+        };
+        if measure.is_some() && first.prepared().pre.1.is_none() {
+            return Err(Fault::Invalid(
+                "declares a load measure but exports no `select-two`".into(),
+            ));
+        }
+        let owner = first.pool_owner();
         let members = instances
             .into_iter()
             .map(|inst| Member::new(Runner::Wasm(inst), owner.stats.clone()))
             .collect();
-        SelectorPlugin::with_pool(Pool::new(members, owner))
+        Ok(SelectorPlugin::with_pool(
+            Pool::new(members, owner),
+            measure,
+            facts,
+        ))
     }
 
     /// A selector answered by a native twin (one member, like a stateful component).
-    pub(crate) fn native(twin: Box<dyn NativeSelector>, owner: crate::pool::Owner) -> Self {
+    pub(crate) fn native(
+        twin: Box<dyn NativeSelector>,
+        owner: crate::pool::Owner,
+        facts: Arc<FactsTable>,
+    ) -> Self {
+        let measure = twin.measure();
         let member = Member::new(Runner::Native(twin), owner.stats.clone());
-        SelectorPlugin::with_pool(Pool::new(vec![member], owner))
+        SelectorPlugin::with_pool(Pool::new(vec![member], owner), measure, facts)
     }
 
-    fn with_pool(pool: Pool<Member>) -> Self {
+    fn with_pool(pool: Pool<Member>, measure: Option<LoadMeasure>, facts: Arc<FactsTable>) -> Self {
         SelectorPlugin {
             id: NEXT_SELECTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pool,
+            measure,
+            facts,
             interned: std::sync::Mutex::new(HashMap::new()),
             next_set: std::sync::atomic::AtomicU32::new(0),
         }
+    }
+
+    /// The measure the plugin declared (`two-choice-selector`), if it did.
+    pub fn measure(&self) -> Option<LoadMeasure> {
+        self.measure
     }
 
     /// Distinguishes this selector from the client's others.
@@ -335,6 +518,10 @@ impl SelectorPlugin {
     pub fn define_set(&self, id: u32, members: Vec<u32>) {
         let set = Arc::new(SetMembers {
             members: Membership::new(&members),
+            loads: self
+                .measure
+                .is_some()
+                .then(|| SetLoads::new(&self.facts, &members)),
             ids: members,
         });
         self.pool.each(|member| {
@@ -351,7 +538,8 @@ impl SelectorPlugin {
     /// empty, or no instance came free within the plugin's timeout (counted as busy): the
     /// caller then picks among its candidates itself.
     pub fn select(&self, id: u32, hash_key: u64) -> Option<Selection> {
-        match self.pool.with(|member| member.select(id, hash_key)) {
+        let two = self.measure.as_ref();
+        match self.pool.with(|member| member.select(id, hash_key, two)) {
             Ok(selection) => selection,
             // In quarantine: the safe default from the set the kernel keeps.
             Err(Fault::Quarantined) => self

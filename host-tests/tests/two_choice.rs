@@ -1,0 +1,202 @@
+//! Two-choice selectors (the `two-choice-selector` world): the plugin offers two
+//! candidates, the kernel keeps the lighter by the plugin's declared measure, from the
+//! facts it keeps. Through the real host with a fixture whose pairs are fixed, so each
+//! comparison is known; a faulty pair is a counted fault answered by the safe default;
+//! and the shipped least-loaded selectors on the real request path, against real
+//! providers, keeping calls off a slow one.
+
+use axle::client::{CallOptions, Client};
+use axle::manifest::{ComponentSource, EndpointSpec, PluginKind, PluginSpec};
+use axle_host_tests::{
+    built_component, calls_at, manifest, rt, selector, table, ServeProcess, TestHost,
+};
+
+fn fixture(t: &TestHost, mode: &str) -> axle::plugin::LoadedPlugin {
+    let path = built_component("axle_fixture_two_choice");
+    let extra = format!("[plugins.two.config]\nmode = \"{mode}\"");
+    t.load(
+        &manifest("two", "selector", path.to_str().unwrap(), &extra),
+        "two",
+    )
+    .unwrap()
+}
+
+/// Every pick of `n` from set 0, by endpoint; each must be the plugin's.
+fn picks(p: &axle::plugin::LoadedPlugin, n: u64) -> [u32; 3] {
+    let mut counts = [0u32; 3];
+    for i in 0..n {
+        let pick = selector(p).select(0, i).unwrap();
+        assert!(pick.by_plugin, "the plugin's pair answered");
+        counts[pick.endpoint as usize] += 1;
+    }
+    counts
+}
+
+#[test]
+fn the_kernel_keeps_the_lighter_of_the_pair_by_the_declared_measure() {
+    let t = TestHost::new();
+    let facts = t.host.facts();
+    for id in 0..3 {
+        facts.register(id, 100);
+    }
+    let p = fixture(&t, "pair");
+    let s = selector(&p);
+    assert!(s.measure().is_some_and(|m| m.per_weight && !m.latency));
+    s.endpoints_changed(&table(&[100; 3]));
+    s.define_set(0, vec![0, 1, 2]);
+    // The pair is always (0, 1). Idle: a tie, and the first is kept.
+    assert_eq!(picks(&p, 500), [500, 0, 0]);
+    // 0 busier than 1: 1 is kept.
+    for _ in 0..2 {
+        facts.get(0).unwrap().started();
+    }
+    assert_eq!(picks(&p, 500), [0, 500, 0]);
+    // Per unit of effective weight: 5 in flight on weight 300 is lighter than 2 on 100,
+    // 7 on 300 is not.
+    let one = facts.get(1).unwrap();
+    one.set_weight(300);
+    for _ in 0..5 {
+        one.started();
+    }
+    assert_eq!(picks(&p, 500), [0, 500, 0]);
+    one.started();
+    one.started();
+    assert_eq!(picks(&p, 500), [500, 0, 0]);
+    // The kernel read the facts as they are now: no table push or set redefinition.
+    one.finished(1_000, axle::spi::OutcomeClass::Success);
+    one.finished(1_000, axle::spi::OutcomeClass::Success);
+    assert_eq!(picks(&p, 500), [0, 500, 0]);
+    assert_eq!(p.stats.snapshot().faults(), 0);
+}
+
+#[test]
+fn a_pair_outside_the_set_is_a_fault_answered_by_a_member() {
+    let t = TestHost::new();
+    let p = fixture(&t, "outside");
+    let s = selector(&p);
+    s.endpoints_changed(&table(&[100; 3]));
+    s.define_set(0, vec![0, 1, 2]);
+    let mut seen = [0u32; 3];
+    for i in 0..300 {
+        let pick = s.select(0, i).unwrap();
+        assert!(!pick.by_plugin, "the kernel's random fallback answered");
+        seen[pick.endpoint as usize] += 1;
+    }
+    assert!(seen.iter().all(|&n| n > 50), "uniform fallback: {seen:?}");
+    let stats = p.stats.snapshot();
+    // Ten wrong answers in a row put it in quarantine: the rest skip it.
+    assert_eq!(stats.invalid, 10, "{stats:?}");
+    assert_eq!((stats.skipped, stats.trips), (290, 1), "{stats:?}");
+}
+
+#[test]
+fn least_loaded_selectors_keep_calls_off_a_slow_provider_on_the_request_path() {
+    // Two fast providers and one that answers `flaky` after 40 ms: real processes.
+    let servers = [
+        ServeProcess::start(&[]),
+        ServeProcess::start(&[]),
+        ServeProcess::start(&["--flaky-latency-ms", "40"]),
+    ];
+    let runtime = rt();
+    let t = TestHost::new();
+    for name in ["least-active", "p2c-ewma", "shortest-response"] {
+        let _in = runtime.enter();
+        let mut m = axle::manifest::Manifest::embedded().unwrap();
+        m.endpoints.clear();
+        m.services.entry("flaky".into()).or_default().selector = Some(name.into());
+        let endpoints = servers.iter().map(|s| EndpointSpec::new(&s.addr));
+        let client = Client::new(
+            &t.host,
+            axle::client::ClientConfig::new(m).endpoints("flaky", endpoints),
+        )
+        .unwrap();
+        let before: Vec<u64> = servers.iter().map(|s| calls_at(&client, &s.addr)).collect();
+        // 16 callers, 60 calls each, every call awaited: the slow provider's calls stay
+        // in flight for 40 ms, long enough to lose nearly every duel they are in.
+        let failed: u64 = runtime.block_on(async {
+            let callers: Vec<_> = (0..16)
+                .map(|_| {
+                    let client = client.clone();
+                    tokio::spawn(async move {
+                        let mut failed = 0;
+                        for _ in 0..60 {
+                            let body = bytes::Bytes::new();
+                            let options = CallOptions::default();
+                            if client.call_raw("flaky", "x", body, &options).await.is_err() {
+                                failed += 1;
+                            }
+                        }
+                        failed
+                    })
+                })
+                .collect();
+            let mut failed = 0;
+            for caller in callers {
+                failed += caller.await.expect("a caller finished");
+            }
+            failed
+        });
+        assert_eq!(failed, 0, "{name}: every call answered");
+        let calls: Vec<u64> = servers
+            .iter()
+            .zip(&before)
+            .map(|(s, b)| calls_at(&client, &s.addr) - b)
+            .collect();
+        let total: u64 = calls.iter().sum();
+        assert_eq!(total, 960, "{name}: {calls:?}");
+        // Round-robin would send it a third (320); a least-loaded pick, a few.
+        assert!(
+            calls[2] * 10 < total,
+            "{name}: the slow provider took {calls:?}"
+        );
+    }
+}
+
+#[test]
+fn a_two_choice_selector_that_traps_on_the_request_path_costs_no_call() {
+    let servers: Vec<ServeProcess> = (0..3).map(|_| ServeProcess::start(&[])).collect();
+    let runtime = rt();
+    let _in = runtime.enter();
+    let t = TestHost::new();
+    let mut m = axle::manifest::Manifest::embedded().unwrap();
+    m.endpoints.clear();
+    let mut config = toml::Table::new();
+    config.insert("mode".into(), toml::Value::String("trap".into()));
+    m.plugins.insert(
+        "two".into(),
+        PluginSpec {
+            timeout_ms: 1000,
+            config,
+            ..PluginSpec::new(
+                "two",
+                PluginKind::Selector,
+                ComponentSource::File(built_component("axle_fixture_two_choice")),
+            )
+        },
+    );
+    m.services.entry("echo".into()).or_default().selector = Some("two".into());
+    let endpoints = servers.iter().map(|s| EndpointSpec::new(&s.addr));
+    let client = Client::new(
+        &t.host,
+        axle::client::ClientConfig::new(m).endpoints("echo", endpoints),
+    )
+    .unwrap();
+    // Every pick traps (calls carry no hash key): 16 callers × 50 echo calls, each
+    // answered through the kernel's random fallback while the instance is replaced.
+    let (ok, failed) = axle_host_tests::drive_echo(&runtime, &client, 16, 50, "trap", |_, _| {
+        CallOptions::default()
+    });
+    assert_eq!((ok, failed), (800, 0));
+    let stats = client
+        .plugin_stats()
+        .into_iter()
+        .find(|(name, _)| name == "two")
+        .map(|(_, s)| s)
+        .expect("the fixture's counters");
+    assert!(stats.traps >= 1, "{stats:?}");
+    let spread: Vec<u64> = servers.iter().map(|s| calls_at(&client, &s.addr)).collect();
+    assert!(
+        spread.iter().all(|&c| c > 100),
+        "random fallback: {spread:?}"
+    );
+}
