@@ -30,7 +30,7 @@ macro_rules! kind_bindings {
 kind_bindings!(serializer, "axle:spi/serializer", [PartialEq]);
 kind_bindings!(selector, "axle:spi/selector", []);
 // For the vocabulary of `measure` only: a two-choice selector is run through the
-// `selector` bindings plus its two exports, found by name (`kinds/selector.rs`).
+// `selector` bindings plus its two exports, found by name (`kinds/selector/mod.rs`).
 kind_bindings!(two_choice_selector, "axle:spi/two-choice-selector", []);
 kind_bindings!(router, "axle:spi/router", [PartialEq, Eq, Hash]);
 kind_bindings!(health_scorer, "axle:spi/health-scorer", [PartialEq, Eq]);

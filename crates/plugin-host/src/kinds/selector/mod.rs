@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-use axle_facts::{EndpointCell, FactsTable};
-use axle_spi::{Load, LoadMeasure, Pair, NO_PICK};
+use axle_facts::FactsTable;
+use axle_spi::{LoadMeasure, Pair, NO_PICK};
 use wasmtime::component::{ComponentExportIndex, InstancePre, TypedFunc};
 use wasmtime::Store;
 
@@ -19,6 +19,9 @@ use crate::native::NativeSelector;
 use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
+
+mod sets;
+use sets::{Membership, SetLoads, SetMembers};
 
 /// Marker for the selector world (and its extension, `two-choice-selector`).
 pub struct SelectorKind;
@@ -67,104 +70,6 @@ impl crate::sandbox::Kind for SelectorKind {
 
 /// Outcomes are fed back in batches of this many (`docs/architecture.md`, "Budgets on the hot path").
 pub const FEEDBACK_BATCH: usize = 64;
-
-/// A candidate set as the kernel defined it.
-struct SetMembers {
-    /// In the kernel's order, as pushed to the plugin.
-    ids: Vec<u32>,
-    /// To check an answer.
-    members: Membership,
-    /// For a two-choice selector: the members' fact cells, so a pick reads the two
-    /// candidates' counters without a look at the facts table (whose lock-free load
-    /// alone cost a tenth of an empty component call), and their mean effective weight
-    /// when the set was defined, what a `per-weight` measure counts against.
-    loads: Option<SetLoads>,
-}
-
-/// The facts a two-choice selector's measure reads, for the members of one set.
-struct SetLoads {
-    /// The facts table's cells by id as of the set's definition (shared, not copied): a
-    /// client allocates an endpoint's cell before it pushes the table, and the set is
-    /// redefined when the endpoints change.
-    cells: Arc<Vec<Option<Arc<EndpointCell>>>>,
-    /// Asked for a member whose cell came after the set, which no kernel path makes.
-    facts: Arc<FactsTable>,
-    mean_weight: f64,
-}
-
-impl SetLoads {
-    fn new(facts: &Arc<FactsTable>, members: &[u32]) -> SetLoads {
-        let cells = facts.cells();
-        let cell = |id: u32| cells.get(id as usize).and_then(Option::as_ref);
-        let mean_weight = axle_spi::mean_weight(
-            members
-                .iter()
-                .filter_map(|&id| cell(id))
-                .map(|c| c.effective_weight()),
-        );
-        SetLoads {
-            cells,
-            facts: facts.clone(),
-            mean_weight,
-        }
-    }
-
-    /// Of two members, the one `measure` keeps, by the kernel's facts now (a member
-    /// without facts has no load).
-    fn lighter(&self, measure: &LoadMeasure, first: u32, second: u32) -> u32 {
-        let load = |id: u32| match self.cells.get(id as usize) {
-            Some(Some(cell)) => cell.load(),
-            _ => self
-                .facts
-                .get(id)
-                .map_or(Load::default(), |cell| cell.load()),
-        };
-        if measure.keeps_first(load(first), load(second), self.mean_weight) {
-            first
-        } else {
-            second
-        }
-    }
-}
-
-/// A bitmap may spend this many more words than the set has members (1 KiB) on ids
-/// spread wider than their count.
-const SPARE_WORDS: usize = 128;
-
-/// Which endpoints a set holds, to check a plugin's answer on every pick, in one load.
-/// Endpoint ids are the kernel's slot indices, dense from 0, so a bitmap over them costs
-/// at most a bit per slot: 1.25 KiB at 10,000 endpoints, against 120 KiB for a hash set
-/// and 14 dependent loads for a binary search (which had checking `round-robin`'s answer
-/// cost more than choosing it at 10,000 endpoints, `axle bench plugins`). Ids spread far
-/// wider than their count (a caller choosing its own) get a hash set instead, so no set
-/// costs more than a few words per member.
-enum Membership {
-    Bits(Box<[u64]>),
-    Hashed(FxHashSet<u32>),
-}
-
-impl Membership {
-    fn new(ids: &[u32]) -> Self {
-        let words = ids.iter().max().map_or(0, |&max| max as usize / 64 + 1);
-        if words > ids.len() + SPARE_WORDS {
-            return Membership::Hashed(ids.iter().copied().collect());
-        }
-        let mut bits = vec![0u64; words].into_boxed_slice();
-        for &id in ids {
-            bits[id as usize / 64] |= 1 << (id % 64);
-        }
-        Membership::Bits(bits)
-    }
-
-    fn contains(&self, id: u32) -> bool {
-        match self {
-            Membership::Bits(bits) => bits
-                .get(id as usize / 64)
-                .is_some_and(|word| word >> (id % 64) & 1 == 1),
-            Membership::Hashed(set) => set.contains(&id),
-        }
-    }
-}
 
 /// What answers the calls: a sandboxed instance, or a native twin (`native.rs`; it
 /// cannot fault, so it never needs replay).
@@ -583,40 +488,5 @@ fn random_pick(ids: &[u32]) -> Selection {
     Selection {
         endpoint: ids[fastrand::usize(..ids.len())],
         by_plugin: false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn membership_answers_alike_for_dense_and_sparse_ids() {
-        // (count, spacing, expect a bitmap): ids `i * spacing`, out of order, one repeated.
-        for (n, spacing, bitmap) in [
-            (0u32, 1u32, true),
-            (1, 1, true),
-            (10, 3, true),
-            (10_000, 1, true),
-            (10_000, 3, true),
-            (64, 1_000, false),
-            (3, 1 << 20, false),
-        ] {
-            let mut ids: Vec<u32> = (0..n).map(|i| i * spacing).rev().collect();
-            ids.extend(ids.first().copied());
-            let m = Membership::new(&ids);
-            assert_eq!(matches!(m, Membership::Bits(_)), bitmap, "{n} by {spacing}");
-            if let Membership::Bits(bits) = &m {
-                assert!(bits.len() <= ids.len() + SPARE_WORDS, "{n} by {spacing}");
-            }
-            let top = n.saturating_mul(spacing).saturating_add(70);
-            for probe in (0..top.min(40_000)).chain([top, u32::MAX]) {
-                assert_eq!(
-                    m.contains(probe),
-                    ids.contains(&probe),
-                    "{n} by {spacing}: {probe}"
-                );
-            }
-        }
     }
 }
