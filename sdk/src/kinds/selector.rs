@@ -1,6 +1,6 @@
 //! Selectors pick one endpoint among a candidate set (BALANCE = SELECT).
 
-use crate::{Config, EndpointId, EndpointTable, Load, LoadMeasure, Outcome, SetId, NO_PICK};
+use crate::{Config, EndpointId, EndpointTable, Load, LoadMeasure, Outcome, Pair, SetId};
 
 /// The most set ids a selector keeps; the kernel allocates ids densely from 0.
 pub const MAX_SETS: usize = 1 << 16;
@@ -42,12 +42,15 @@ pub trait Selector: Sized + 'static {
     ) -> Option<EndpointId> {
         let measure = self.measure()?;
         let (first, second) = self.select_two(set, hash_key)?;
-        if second == first || second == NO_PICK {
-            return Some(first);
+        match crate::unpack_pair(crate::pack_pair(first, second)) {
+            Pair::None => None,
+            Pair::One(only) => Some(only),
+            Pair::Two(first, second) => {
+                let load = |id| Load::from(crate::host::facts(id).unwrap_or_default());
+                let keep = measure.keeps_first(load(first), load(second), set.mean_weight);
+                Some(if keep { first } else { second })
+            }
         }
-        let load = |id| Load::from(crate::host::facts(id).unwrap_or_default());
-        let keep_first = measure.keeps_first(load(first), load(second), set.mean_weight);
-        Some(if keep_first { first } else { second })
     }
 
     /// The two-choice selector's measure (`two-choice-selector` world, built with the

@@ -228,7 +228,11 @@ impl Runner {
             })?,
             Runner::Native(twin) => twin.select(wire_id(id), hash_key).unwrap_or(NO_PICK),
         };
-        Ok(axle_spi::unpack_pair(axle_spi::pack_pair(pick, NO_PICK)))
+        Ok(if pick == NO_PICK {
+            Pair::None
+        } else {
+            Pair::One(pick)
+        })
     }
 
     fn select_two(&mut self, id: u32, hash_key: u64) -> Result<Pair, Fault> {
