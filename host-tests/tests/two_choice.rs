@@ -70,6 +70,21 @@ fn the_kernel_keeps_the_lighter_of_the_pair_by_the_declared_measure() {
 }
 
 #[test]
+fn a_two_choice_selector_that_cannot_say_its_measure_does_not_load() {
+    let t = TestHost::new();
+    let path = built_component("axle_fixture_two_choice");
+    let extra = "[plugins.two.config]\nmode = \"measure-traps\"";
+    let err = t
+        .load(
+            &manifest("two", "selector", path.to_str().unwrap(), extra),
+            "two",
+        )
+        .err()
+        .expect("a trapping `measure` fails the load");
+    assert!(err.to_string().contains("`measure` failed"), "{err}");
+}
+
+#[test]
 fn a_pair_outside_the_set_is_a_fault_answered_by_a_member() {
     let t = TestHost::new();
     let p = fixture(&t, "outside");
