@@ -8,9 +8,8 @@
 //! choices), whatever the set size; a set of at most `choices` members is compared whole,
 //! which is Dubbo's rule exactly. With two, it is a two-choice selector: the kernel
 //! compares the pair from the facts it keeps, with no host call per pick; with more, a
-//! pick makes `choices` host calls. Unlike `p2c-ewma`,
-//! the wait is not divided by weight: weight decides who is drawn and breaks ties, the
-//! fastest expected answer wins. Config: `seed`, `choices` (2..=16, default 2),
+//! pick makes `choices` host calls. Unlike `p2c-ewma`, the wait is not divided by
+//! weight: weight decides who is drawn and breaks ties, the fastest expected answer wins. Config: `seed`, `choices` (2..=16, default 2),
 //! `default-latency-us` (the latency assumed before an endpoint's first answer, default
 //! 1000: low enough that new endpoints get tried, not so low that they get every call).
 
@@ -80,6 +79,7 @@ impl Selector for ShortestResponse {
         }
         set.members.get(best?.0).copied()
     }
+
     /// With two choices: the expected wait, (in flight + 1) × latency, compared by the
     /// kernel from the facts it keeps (no host call per pick). With more, `select` reads
     /// them through the host.

@@ -17,8 +17,6 @@ pub struct WeightedSet {
     alias: AliasTable,
     /// How many members have a weight (can be drawn).
     drawable: usize,
-    /// The mean weight of the drawable members, computed once (a pick may need it).
-    mean_weight: f64,
 }
 
 /// A two-choice selector's candidates: two distinct members of `set` drawn by weight, the
@@ -38,23 +36,11 @@ impl WeightedSet {
     pub fn new(table: &EndpointTable, members: &[EndpointId]) -> Self {
         let weights = member_weights(table, members);
         let drawable = weights.iter().filter(|w| **w > 0).count();
-        let total: u64 = weights.iter().sum();
         WeightedSet {
             alias: AliasTable::new(&weights),
             weights,
             drawable,
-            mean_weight: total as f64 / drawable.max(1) as f64,
         }
-    }
-
-    /// The weight of the member at `position`.
-    pub fn weight(&self, position: usize) -> u64 {
-        self.weights.get(position).copied().unwrap_or(0)
-    }
-
-    /// The mean weight of the drawable members.
-    pub fn mean_weight(&self) -> f64 {
-        self.mean_weight
     }
 
     /// A position drawn with probability weight / total.
@@ -87,9 +73,7 @@ impl WeightedSet {
             }
         }
     }
-}
 
-impl WeightedSet {
     /// [`WeightedSet::distinct`] for two, without a buffer (the power of two choices, on
     /// every pick): the same draws in the same order. One drawable member comes back
     /// twice; none, `None`.
@@ -117,7 +101,9 @@ impl WeightedSet {
         }
         Some((first, self.any_other(rng, &[first])))
     }
+}
 
+impl WeightedSet {
     /// Reorders `positions` by successive weighted sampling: O(len²), for the few members
     /// of a set no larger than the number of choices.
     fn shuffle_by_weight(&self, rng: &mut Rng, positions: &mut [usize]) {
@@ -217,8 +203,5 @@ mod tests {
         }
         // 5 : 7 of the first draws.
         assert!((4_700..5_300).contains(&firsts[0]), "{firsts:?}");
-        assert_eq!(s.weight(2), 7);
-        assert_eq!(s.mean_weight(), 6.0);
-        assert_eq!(s.weight(9), 0);
     }
 }
