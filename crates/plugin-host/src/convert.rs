@@ -6,7 +6,7 @@
 //! only when they change; serializer values move their strings rather than copy them on
 //! the way out.
 
-use crate::bindings::{health_scorer, router, serializer, wit};
+use crate::bindings::{health_scorer, router, serializer, two_choice_selector, wit};
 use axle_spi as spi;
 
 /// An enum with the same unit variants on both sides.
@@ -104,6 +104,15 @@ pub fn route_request(r: &spi::RouteRequest) -> router::axle::spi::routing::Reque
         consumer_app: r.consumer_app.clone(),
         caller_address: r.caller_address.clone(),
         fields: r.fields.clone(),
+    }
+}
+
+/// A two-choice selector's measure, out of a component (once, at load).
+pub fn load_measure(m: two_choice_selector::axle::spi::balancing::LoadMeasure) -> spi::LoadMeasure {
+    spi::LoadMeasure {
+        per_weight: m.per_weight,
+        latency: m.latency,
+        default_latency_ns: m.default_latency_ns,
     }
 }
 

@@ -333,11 +333,7 @@ impl SelectorPlugin {
             Some(index) => first
                 .call_export::<(), (Option<wit_balancing::LoadMeasure>,)>("measure", &index, ())?
                 .0
-                .map(|m| LoadMeasure {
-                    per_weight: m.per_weight,
-                    latency: m.latency,
-                    default_latency_ns: m.default_latency_ns,
-                }),
+                .map(crate::convert::load_measure),
             None => None,
         };
         if measure.is_some() && first.prepared().pre.1.is_none() {
