@@ -18,6 +18,10 @@ const FIXTURES: &[(&str, &str)] = &[
     ("axle-fixture-hostile-router", "router"),
     ("axle-fixture-hostile-health", "health-scorer"),
     ("axle-fixture-hostile-serializer", "serializer"),
+    (
+        "axle-fixture-hostile-packed-serializer",
+        "packed-serializer",
+    ),
     ("axle-fixture-hostile-interceptor", "interceptor"),
 ];
 

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 
 /// (builtin name, crate, sdk feature group).
 const BUILTINS: &[(&str, &str, &str)] = &[
-    ("json", "axle-plugin-json", "serializer"),
-    ("msgpack", "axle-plugin-msgpack", "serializer"),
+    ("json", "axle-plugin-json", "packed-serializer"),
+    ("msgpack", "axle-plugin-msgpack", "packed-serializer"),
     ("smooth-weighted", "axle-plugin-smooth-weighted", "selector"),
     ("zone-aware", "axle-plugin-zone-aware", "selector"),
     ("round-robin", "axle-plugin-round-robin", "selector"),
@@ -60,7 +60,7 @@ const FLOOR: (&str, &str) = ("axle-plugin-floor", "floor");
 
 fn main() {
     let root = workspace_root(2);
-    for dir in ["plugins", "sdk", "crates/spi", "Cargo.lock"] {
+    for dir in ["plugins", "sdk", "crates/spi", "Cargo.lock", "Cargo.toml"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     println!("cargo:rerun-if-changed=guest_build.rs");

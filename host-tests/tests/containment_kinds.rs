@@ -171,20 +171,24 @@ fn typed_calls_until<S>(
     })
 }
 
+/// The hostile serializer in each world: node lists, and packed values.
+const NODES: &str = "axle_fixture_hostile_serializer";
+const PACKED: &str = "axle_fixture_hostile_packed_serializer";
+
 /// A client of `kv` and `echo` at `endpoints` whose only serializer is the hostile
-/// fixture with `config`.
-fn client_with_serializer(host: &PluginHost, endpoints: &[EndpointSpec], config: &str) -> Client {
+/// fixture `krate` with `config`.
+fn client_with_serializer(
+    host: &PluginHost,
+    endpoints: &[EndpointSpec],
+    krate: &str,
+    config: &str,
+) -> Client {
     let mut m = Manifest::embedded().expect("embedded manifest");
     m.endpoints.clear();
     m.plugins.retain(|_, p| p.kind != PluginKind::Serializer);
     m.plugins.insert(
         "hostile-serializer".into(),
-        fixture_spec(
-            "hostile-serializer",
-            PluginKind::Serializer,
-            "axle_fixture_hostile_serializer",
-            config,
-        ),
+        fixture_spec("hostile-serializer", PluginKind::Serializer, krate, config),
     );
     m.slots.serializer = Some("hostile-serializer".into());
     Client::new(
@@ -204,6 +208,7 @@ fn is_serializer_failure(e: &CallError) -> bool {
 /// The caller's serializer misbehaving: typed calls fail with a clear error as often as
 /// it faults, raw calls (which it is not in) all answered.
 fn caller_serializer(
+    krate: &str,
     behaviour: &str,
     every: u32,
     reached: fn(&StatsSnapshot) -> bool,
@@ -215,7 +220,7 @@ fn caller_serializer(
     let runtime = rt();
     let config =
         format!("behaviour = {behaviour:?}\nevery = {every}\ncontent-type = \"application/json\"");
-    let client = client_with_serializer(&host, &endpoints, &config);
+    let client = client_with_serializer(&host, &endpoints, krate, &config);
     let (ok, failed) = drive_kv(&runtime, &client, 100);
     let stray: Vec<_> = failed
         .iter()
@@ -243,7 +248,7 @@ fn caller_serializer(
 
 #[test]
 fn a_panicking_caller_serializer_fails_only_the_calls_it_breaks() {
-    let (ok, failed, s) = caller_serializer("panic", 10, |s| s.replaced >= 1);
+    let (ok, failed, s) = caller_serializer(NODES, "panic", 10, |s| s.replaced >= 1);
     assert!(s.traps >= 1 && s.replaced >= 1, "{s:?}");
     assert!(failed >= 1, "its faults are errors to the caller");
     assert!(ok >= 400, "most typed calls answered: {ok}");
@@ -251,13 +256,47 @@ fn a_panicking_caller_serializer_fails_only_the_calls_it_breaks() {
 
 #[test]
 fn a_spinning_caller_serializer_is_quarantined_and_fails_fast() {
-    let (ok, _, s) = caller_serializer("spin", 1, |_| true);
+    let (ok, _, s) = caller_serializer(NODES, "spin", 1, |_| true);
     assert_eq!(ok, 0, "no bytes without the serializer");
     assert!(s.timeouts >= 1 && s.trips >= 1, "{s:?}");
     assert!(
         s.skipped >= 100,
         "quarantine answers without waiting: {s:?}"
     );
+}
+
+#[test]
+fn a_panicking_packed_serializer_fails_only_the_calls_it_breaks() {
+    let (ok, failed, s) = caller_serializer(PACKED, "panic", 10, |s| s.replaced >= 1);
+    assert!(s.traps >= 1 && s.replaced >= 1, "{s:?}");
+    assert!(failed >= 1, "its faults are errors to the caller");
+    assert!(ok >= 400, "most typed calls answered: {ok}");
+}
+
+/// A packed serializer whose `decode-packed` answers bytes that are no packed value: the
+/// kernel refuses the answer (a counted contract fault, toward quarantine), the typed
+/// call fails saying so, and raw calls, which it is not in, are all answered.
+#[test]
+fn a_packed_serializer_answering_garbage_is_refused_not_believed() {
+    let provider = ServeProcess::start(&[]);
+    let endpoints = [EndpointSpec::new(provider.addr.clone())];
+    let dir = tempfile::tempdir().unwrap();
+    let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
+    let runtime = rt();
+    let config = "behaviour = \"none\"\npacked = \"garbage\"\ncontent-type = \"application/json\"";
+    let client = client_with_serializer(&host, &endpoints, PACKED, config);
+    let (ok, failed) = drive_kv(&runtime, &client, 25);
+    assert_eq!(ok, 0, "no reply can be decoded");
+    assert_eq!(failed.len(), 200);
+    // Each a serializer failure: the refused answer, or quarantine once those add up.
+    let stray = failed.iter().find(|e| !is_serializer_failure(e));
+    assert!(stray.is_none(), "{stray:?}");
+    let named = |e: &CallError| matches!(e, CallError::Decode(m) if m.contains("decode-packed"));
+    assert!(failed.iter().any(named), "{:?}", failed.first());
+    let s = stats_of(&client, "hostile-serializer");
+    assert!(s.invalid >= 1, "{s:?}");
+    let (echo_ok, echo_failed) = drive_echo(&runtime, &client, CALLERS, 50, "garbage", plain);
+    assert_eq!((echo_ok, echo_failed), (400, 0), "raw calls do not meet it");
 }
 
 // --- serializer, provider side -------------------------------------------------------
@@ -293,7 +332,7 @@ fn provider_serializer(
     let host = PluginHost::new(Some(dir.path().join("cache"))).unwrap();
     let runtime = rt();
     let endpoints = [EndpointSpec::new(server.addr.clone())];
-    let client = client_with_serializer(&host, &endpoints, "behaviour = \"none\"");
+    let client = client_with_serializer(&host, &endpoints, NODES, "behaviour = \"none\"");
     let (ok, failed) = drive_kv(&runtime, &client, 100);
     // A failed decode refuses before the handler runs (`overloaded`: the call may fail
     // over); a failed encode comes after it ran, and only the answer is lost.

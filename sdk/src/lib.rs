@@ -49,7 +49,8 @@ pub use rng::Rng;
 #[doc(hidden)]
 pub mod wasm;
 
-/// Exports a [`Serializer`] as the component's `serializer` world.
+/// Exports a [`Serializer`] as the component's `serializer` world (`packed-serializer`
+/// with that feature).
 #[macro_export]
 macro_rules! export_serializer {
     ($plugin:ty) => {

@@ -52,7 +52,18 @@ pub struct Row {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Report {
     pub floor_ns: f64,
+    /// The byte floor at each payload size (`PAYLOADS`): a call that carries that many
+    /// bytes in and the same back, doing nothing else. What a serializer or an
+    /// interceptor pays for the boundary before its own work.
+    pub bytes_floor: Vec<BytesFloor>,
     pub plugins: Vec<Row>,
+}
+
+/// The byte floor at one size.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BytesFloor {
+    pub param: String,
+    pub ns: f64,
 }
 
 /// How long one timing loop runs, and how many loops (the best is kept).
@@ -194,6 +205,19 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
         .collect();
     host.facts().allocate_all(&endpoints);
     let mut floor = host.floor()?;
+    let bytes_floor = PAYLOADS
+        .iter()
+        .map(|(label, size)| {
+            let bytes = vec![b'x'; *size];
+            let ns = ns_per_call(budget, |_| {
+                let _ = black_box(floor.call("echo", |b, s| b.call_echo(s, &bytes)));
+            });
+            BytesFloor {
+                param: label.to_string(),
+                ns,
+            }
+        })
+        .collect();
     let mut floor_ns = |budget: Budget| {
         ns_per_call(budget, |i| {
             let _ = black_box(floor.call("noop", |b, s| b.call_noop(s, i)));
@@ -404,6 +428,7 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
     }
     Ok(Report {
         floor_ns: first_floor_ns,
+        bytes_floor,
         plugins: rows,
     })
 }

@@ -9,6 +9,7 @@
 
 mod balancing;
 mod intercept;
+pub mod packed;
 mod routing;
 mod tree;
 

@@ -12,6 +12,10 @@ mod component {
         fn noop(x: u64) -> u64 {
             x.wrapping_add(1)
         }
+
+        fn echo(bytes: Vec<u8>) -> Vec<u8> {
+            bytes
+        }
     }
 
     export!(Floor);

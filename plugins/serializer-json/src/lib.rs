@@ -1,5 +1,6 @@
 //! `json`: `application/json`. Binary values become arrays of byte numbers (JSON has no
-//! bytes); map keys must be text; non-finite floats are refused.
+//! bytes); map keys must be text; non-finite floats are refused. Values cross packed and
+//! are streamed both ways (`convert.rs`).
 
 mod convert;
 
@@ -24,6 +25,14 @@ impl Serializer for JsonSerializer {
 
     fn decode(&mut self, bytes: &[u8]) -> Result<Value, String> {
         convert::decode(bytes)
+    }
+
+    fn encode_packed(&mut self, value: &[u8]) -> Result<Vec<u8>, String> {
+        convert::encode_packed(value)
+    }
+
+    fn decode_packed(&mut self, bytes: &[u8]) -> Result<Vec<u8>, String> {
+        convert::decode_packed(bytes)
     }
 }
 
@@ -65,5 +74,25 @@ mod tests {
             .contains("keys must be text"));
         let nan = Value::from_tree(&Tree::Float(f64::NAN));
         assert!(s.encode(&nan).is_err());
+    }
+
+    #[test]
+    fn members_keep_their_order_and_repeats() {
+        let mut s = JsonSerializer::new(&Config::default()).unwrap();
+        let value = s.decode(br#" {"b":1,"a":2,"b":3} "#).unwrap();
+        let bytes = s.encode(&value).unwrap();
+        assert_eq!(bytes, br#"{"b":1,"a":2,"b":3}"#);
+        assert!(s.decode(br#"{"a":1} x"#).unwrap_err().contains("trailing"));
+    }
+
+    #[test]
+    fn nesting_is_bounded_both_ways() {
+        let mut s = JsonSerializer::new(&Config::default()).unwrap();
+        let deep = format!("{}null{}", "[".repeat(200), "]".repeat(200));
+        assert!(s.decode(deep.as_bytes()).is_err());
+        let mut nodes = vec![axle_sdk::Node::Array(1); 200];
+        nodes.push(axle_sdk::Node::Null);
+        let err = s.encode(&Value { nodes }).unwrap_err();
+        assert!(err.contains("nests deeper"), "{err}");
     }
 }

@@ -1,54 +1,13 @@
 //! `msgpack`: `application/msgpack`. Every value of the model maps one to one (binary and
-//! non-text map keys included); extension types are refused on decode.
+//! non-text map keys included); extension types are refused on decode. Values cross
+//! packed and are streamed both ways (`convert.rs`).
 
-use axle_sdk::{Config, Serializer, Tree, Value, MAX_DEPTH};
-use rmpv::Value as Mp;
+mod convert;
+
+use axle_sdk::{Config, Serializer, Value};
 
 /// The MessagePack serializer.
 pub struct MsgpackSerializer;
-
-fn to_mp(tree: &Tree) -> Mp {
-    match tree {
-        Tree::Null => Mp::Nil,
-        Tree::Boolean(b) => Mp::Boolean(*b),
-        Tree::Signed(i) => Mp::from(*i),
-        Tree::Unsigned(u) => Mp::from(*u),
-        Tree::Float(f) => Mp::F64(*f),
-        Tree::Text(s) => Mp::from(s.as_str()),
-        Tree::Binary(b) => Mp::Binary(b.clone()),
-        Tree::Array(items) => Mp::Array(items.iter().map(to_mp).collect()),
-        Tree::Mapping(entries) => {
-            Mp::Map(entries.iter().map(|(k, v)| (to_mp(k), to_mp(v))).collect())
-        }
-    }
-}
-
-fn from_mp(mp: Mp) -> Result<Tree, String> {
-    Ok(match mp {
-        Mp::Nil => Tree::Null,
-        Mp::Boolean(b) => Tree::Boolean(b),
-        Mp::Integer(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => Tree::Signed(i),
-            (None, Some(u)) => Tree::Unsigned(u),
-            _ => return Err("integer out of range".to_string()),
-        },
-        Mp::F32(f) => Tree::Float(f64::from(f)),
-        Mp::F64(f) => Tree::Float(f),
-        Mp::String(s) => match s.into_str() {
-            Some(s) => Tree::Text(s),
-            None => return Err("string is not valid UTF-8".to_string()),
-        },
-        Mp::Binary(b) => Tree::Binary(b),
-        Mp::Array(items) => Tree::Array(items.into_iter().map(from_mp).collect::<Result<_, _>>()?),
-        Mp::Map(entries) => Tree::Mapping(
-            entries
-                .into_iter()
-                .map(|(k, v)| Ok((from_mp(k)?, from_mp(v)?)))
-                .collect::<Result<_, String>>()?,
-        ),
-        Mp::Ext(tag, _) => return Err(format!("extension type {tag} is not supported")),
-    })
-}
 
 impl Serializer for MsgpackSerializer {
     fn new(config: &Config) -> Result<Self, String> {
@@ -61,23 +20,19 @@ impl Serializer for MsgpackSerializer {
     }
 
     fn encode(&mut self, value: &Value) -> Result<Vec<u8>, String> {
-        let mut out = Vec::new();
-        rmpv::encode::write_value(&mut out, &to_mp(&value.to_tree()?))
-            .map_err(|e| e.to_string())?;
-        Ok(out)
+        convert::encode_packed(&value.pack()?)
     }
 
     fn decode(&mut self, bytes: &[u8]) -> Result<Value, String> {
-        let mut input = bytes;
-        let mp = rmpv::decode::read_value_with_max_depth(&mut input, MAX_DEPTH)
-            .map_err(|e| format!("invalid MessagePack: {e}"))?;
-        if !input.is_empty() {
-            return Err(format!(
-                "invalid MessagePack: {} trailing byte(s)",
-                input.len()
-            ));
-        }
-        Ok(Value::from_tree(&from_mp(mp)?))
+        Value::unpack(&convert::decode_packed(bytes)?)
+    }
+
+    fn encode_packed(&mut self, value: &[u8]) -> Result<Vec<u8>, String> {
+        convert::encode_packed(value)
+    }
+
+    fn decode_packed(&mut self, bytes: &[u8]) -> Result<Vec<u8>, String> {
+        convert::decode_packed(bytes)
     }
 }
 
@@ -86,6 +41,7 @@ axle_sdk::export_serializer!(MsgpackSerializer);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axle_sdk::{Tree, MAX_DEPTH};
 
     #[test]
     fn round_trips_nested_values() {
@@ -119,6 +75,51 @@ mod tests {
         assert!(
             s.decode(&[0xdd, 0xff, 0xff, 0xff, 0xff]).is_err(),
             "array longer than input"
+        );
+    }
+
+    #[test]
+    fn reads_every_width_writers_choose() {
+        let mut s = MsgpackSerializer::new(&Config::default()).unwrap();
+        let one = |s: &mut MsgpackSerializer, bytes: &[u8]| s.decode(bytes).unwrap().to_tree();
+        assert_eq!(one(&mut s, &[0xcd, 0x01, 0x00]), Ok(Tree::Signed(256)));
+        assert_eq!(one(&mut s, &[0xd0, 0x80]), Ok(Tree::Signed(-128)));
+        assert_eq!(one(&mut s, &[0xff]), Ok(Tree::Signed(-1)));
+        assert_eq!(
+            one(&mut s, &[0xca, 0x3f, 0xc0, 0, 0]),
+            Ok(Tree::Float(1.5)),
+            "a float32"
+        );
+        assert_eq!(
+            one(&mut s, &[0xd9, 2, b'h', b'i']),
+            Ok(Tree::Text("hi".into()))
+        );
+        assert_eq!(one(&mut s, &[0xc4, 1, 7]), Ok(Tree::Binary(vec![7])));
+        assert_eq!(
+            one(&mut s, &[0xde, 0, 1, 0xc0, 0xc3]),
+            Ok(Tree::Mapping(vec![(Tree::Null, Tree::Boolean(true))]))
+        );
+        assert!(s
+            .decode(&[0xd4, 5, 0])
+            .unwrap_err()
+            .contains("extension type 5"));
+        assert!(s.decode(&[0xa1, 0xff]).unwrap_err().contains("UTF-8"));
+        assert!(s.decode(&[0xc1]).unwrap_err().contains("reserved"));
+        let mut deep = vec![0x91; MAX_DEPTH + 2];
+        deep.push(0xc0);
+        assert!(s.decode(&deep).unwrap_err().contains("nests deeper"));
+    }
+
+    #[test]
+    fn writes_the_smallest_forms() {
+        let mut s = MsgpackSerializer::new(&Config::default()).unwrap();
+        let value = Value::from_tree(&Tree::Mapping(vec![(
+            Tree::Text("a".into()),
+            Tree::Array(vec![Tree::Signed(1), Tree::Signed(-1), Tree::Signed(300)]),
+        )]));
+        assert_eq!(
+            s.encode(&value).unwrap(),
+            [0x81, 0xa1, b'a', 0x93, 0x01, 0xff, 0xcd, 0x01, 0x2c]
         );
     }
 }

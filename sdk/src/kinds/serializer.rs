@@ -3,6 +3,13 @@
 use crate::{Config, Value};
 
 /// A payload format. Implement this and call [`crate::export_serializer!`].
+///
+/// With the `packed-serializer` feature the kernel calls [`Serializer::encode_packed`]
+/// and [`Serializer::decode_packed`] instead: the value crosses the boundary packed
+/// ([`crate::packed`]), and a format that reads and writes it as it goes
+/// ([`crate::packed::Reader`], [`crate::packed::Writer`]) builds no tree and copies no
+/// string. Their defaults go through `encode` and `decode`, so overriding them is
+/// only for speed.
 pub trait Serializer: Sized + 'static {
     /// Validates the manifest config and builds the plugin.
     fn new(config: &Config) -> Result<Self, String>;
@@ -12,4 +19,14 @@ pub trait Serializer: Sized + 'static {
     fn encode(&mut self, value: &Value) -> Result<Vec<u8>, String>;
     /// Bytes → value.
     fn decode(&mut self, bytes: &[u8]) -> Result<Value, String>;
+
+    /// Packed value → bytes.
+    fn encode_packed(&mut self, value: &[u8]) -> Result<Vec<u8>, String> {
+        self.encode(&Value::unpack(value)?)
+    }
+
+    /// Bytes → packed value.
+    fn decode_packed(&mut self, bytes: &[u8]) -> Result<Vec<u8>, String> {
+        self.decode(bytes)?.pack()
+    }
 }

@@ -1,9 +1,28 @@
 use crate::kinds::serializer::Serializer;
 
+#[cfg(not(feature = "packed-serializer"))]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
         world: "axle:spi/serializer",
+        with: {
+            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__axle_export_serializer",
+        default_bindings_module: "axle_sdk::wasm::serializer::bindings",
+    });
+}
+
+/// The same kind, also taking and giving values packed (`encode-packed`,
+/// `decode-packed`).
+#[cfg(feature = "packed-serializer")]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "axle:spi/packed-serializer",
         with: {
             "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
             "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
@@ -43,6 +62,22 @@ impl<S: Slot> bindings::Guest for S {
         };
         S::with(|slot| match slot {
             Some(p) => p.encode(&value),
+            None => Err(NOT_INITIALISED.to_string()),
+        })
+    }
+
+    #[cfg(feature = "packed-serializer")]
+    fn encode_packed(value: Vec<u8>) -> Result<Vec<u8>, String> {
+        S::with(|slot| match slot {
+            Some(p) => p.encode_packed(&value),
+            None => Err(NOT_INITIALISED.to_string()),
+        })
+    }
+
+    #[cfg(feature = "packed-serializer")]
+    fn decode_packed(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+        S::with(|slot| match slot {
+            Some(p) => p.decode_packed(&bytes),
             None => Err(NOT_INITIALISED.to_string()),
         })
     }

@@ -135,6 +135,15 @@ fn print_table(report: &Report) {
          the floor measured beside each plugin\n",
         report.floor_ns
     );
+    let bytes: Vec<String> = report
+        .bytes_floor
+        .iter()
+        .map(|b| format!("{} {:.0} ns", b.param, b.ns))
+        .collect();
+    println!(
+        "byte floor (the same bytes in and out, no work): {}\n",
+        bytes.join(", ")
+    );
     println!(
         "{:<16} {:<14} {:<8} {:>7} {:>10} {:>10} {:>8} {:>9}",
         "plugin", "kind", "function", "param", "wasm ns", "native ns", "x floor", "x native"

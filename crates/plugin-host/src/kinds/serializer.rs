@@ -1,8 +1,18 @@
 //! The serializer slot. Safe default: none — a failed encode or decode is an error to the
 //! caller (there is no safe guess at bytes).
+//!
+//! A component of the `packed-serializer` world is called through `encode-packed` and
+//! `decode-packed`: the value crosses as one byte string (`axle_spi::packed`) instead of
+//! a node list whose every string costs an allocation inside the plugin.
 
 use std::time::Duration;
 
+use wasmtime::component::{ComponentExportIndex, Func, InstancePre, TypedFunc};
+use wasmtime::Store;
+
+use crate::bindings::serializer as wit_serializer;
+use crate::bindings::wit;
+use crate::host_state::HostState;
 use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
@@ -10,13 +20,75 @@ use axle_wire::ContentType;
 
 pub use axle_spi::{Node, Value};
 
-crate::kinds::world_kind!(
-    SerializerKind,
-    serializer,
-    Serializer,
-    SerializerPre,
-    "serializer world"
-);
+/// Marker for the serializer world (and its extension, `packed-serializer`).
+pub struct SerializerKind;
+
+/// `encode-packed` and `decode-packed` share one signature.
+type PackedFunc<'a> = TypedFunc<(&'a [u8],), (Result<Vec<u8>, String>,)>;
+
+/// A serializer instance's exports: its world's, and the packed pair when the component
+/// has both (type-checked once per instance).
+pub struct SerializerExports {
+    world: wit_serializer::Serializer,
+    packed: Option<[Func; 2]>,
+}
+
+impl SerializerExports {
+    /// One of the packed pair: 0 encodes, 1 decodes.
+    fn packed(&self, which: usize) -> Option<PackedFunc<'_>> {
+        // SAFETY: both were type-checked as `PackedFunc` when the instance was made
+        // (`instantiate`), which is what `new_unchecked` asks of its caller.
+        self.packed
+            .as_ref()
+            .map(|funcs| unsafe { TypedFunc::new_unchecked(funcs[which]) })
+    }
+}
+
+impl crate::sandbox::Kind for SerializerKind {
+    type Pre = (
+        wit_serializer::SerializerPre<HostState>,
+        Option<[ComponentExportIndex; 2]>,
+    );
+    type Bindings = SerializerExports;
+
+    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+        let find = |name| pre.component().get_export_index(None, name);
+        let packed = match (find("encode-packed"), find("decode-packed")) {
+            (Some(e), Some(d)) => Some([e, d]),
+            (None, None) => None,
+            _ => {
+                wasmtime::bail!("a packed serializer exports both encode-packed and decode-packed")
+            }
+        };
+        Ok((wit_serializer::SerializerPre::new(pre)?, packed))
+    }
+
+    fn instantiate(
+        (pre, packed): &Self::Pre,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<(Self::Bindings, wasmtime::component::Instance)> {
+        let instance = pre.instance_pre().instantiate(&mut *store)?;
+        let world = wit_serializer::Serializer::new(&mut *store, &instance)?;
+        // A packed export of another type is refused here, so the component does not load.
+        let packed = match packed {
+            Some([e, d]) => {
+                let e: PackedFunc<'_> = instance.get_typed_func(&mut *store, e)?;
+                let d: PackedFunc<'_> = instance.get_typed_func(&mut *store, d)?;
+                Some([*e.func(), *d.func()])
+            }
+            None => None,
+        };
+        Ok((SerializerExports { world, packed }, instance))
+    }
+
+    fn init(
+        bindings: &Self::Bindings,
+        store: &mut Store<HostState>,
+        config: &Vec<(String, wit::ConfigValue)>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        bindings.world.call_init(store, config)
+    }
+}
 
 /// Why a payload could not be encoded or decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +108,8 @@ pub struct SerializerPlugin {
     /// How long a call waits for a dead instance's replacement (the plugin's
     /// `timeout-ms`): a serializer has no safe default but an error.
     replacement_wait: Duration,
+    /// Whether the component is a `packed-serializer` (the same for all its instances).
+    packed: bool,
 }
 
 impl SerializerPlugin {
@@ -45,7 +119,9 @@ impl SerializerPlugin {
     }
 
     pub(crate) fn new(mut instances: Vec<Instance<SerializerKind>>) -> Result<Self, Fault> {
-        let content_type = instances[0].call("content-type", |b, s| b.call_content_type(s))?;
+        let (packed, content_type) = instances[0].call("content-type", |b, s| {
+            Ok((b.packed.is_some(), b.world.call_content_type(s)?))
+        })?;
         if content_type.is_empty() || content_type.len() > 255 {
             return Err(Fault::Invalid(format!(
                 "content type must be 1..=255 bytes, got {content_type:?}"
@@ -56,6 +132,7 @@ impl SerializerPlugin {
             replacement_wait: Duration::from_millis(owner.timeout_ms),
             pool: Pool::new(instances, owner),
             content_type: ContentType::intern(&content_type),
+            packed,
         })
     }
 
@@ -67,10 +144,16 @@ impl SerializerPlugin {
 
     /// Value → bytes.
     pub fn encode(&self, value: &Value) -> Result<Vec<u8>, SerializeError> {
-        let value = crate::convert::value_in(value);
         self.pool.with(|inst| {
             inst.ensure_within(0, self.replacement_wait, |_, _| Ok(()))?;
-            inst.call("encode", |b, s| b.call_encode(s, &value))?
+            if self.packed {
+                let packed = value.pack().map_err(SerializeError::Rejected)?;
+                return inst
+                    .call("encode-packed", |b, s| call_packed(b, s, 0, &packed))?
+                    .map_err(SerializeError::Rejected);
+            }
+            let value = crate::convert::value_in(value);
+            inst.call("encode", |b, s| b.world.call_encode(s, &value))?
                 .map_err(SerializeError::Rejected)
         })?
     }
@@ -79,9 +162,30 @@ impl SerializerPlugin {
     pub fn decode(&self, bytes: &[u8]) -> Result<Value, SerializeError> {
         self.pool.with(|inst| {
             inst.ensure_within(0, self.replacement_wait, |_, _| Ok(()))?;
-            inst.call("decode", |b, s| b.call_decode(s, bytes))?
+            if self.packed {
+                let packed = inst
+                    .call("decode-packed", |b, s| call_packed(b, s, 1, bytes))?
+                    .map_err(SerializeError::Rejected)?;
+                // The plugin's answer is untrusted: a malformed one is its fault.
+                return Value::unpack(&packed).map_err(|e| {
+                    let fault = Fault::Invalid(format!("decode-packed answered {e}"));
+                    inst.fault("decode-packed", &fault);
+                    SerializeError::Fault(fault)
+                });
+            }
+            inst.call("decode", |b, s| b.world.call_decode(s, bytes))?
                 .map(crate::convert::value_out)
                 .map_err(SerializeError::Rejected)
         })?
     }
+}
+
+fn call_packed(
+    b: &SerializerExports,
+    store: &mut Store<HostState>,
+    which: usize,
+    input: &[u8],
+) -> wasmtime::Result<Result<Vec<u8>, String>> {
+    let func = b.packed(which).expect("checked by the caller");
+    Ok(func.call(store, (input,))?.0)
 }

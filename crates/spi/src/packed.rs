@@ -1,0 +1,394 @@
+//! The packed form of a serializer [`Value`]: the same pre-order nodes as the WIT node
+//! list, written into one byte string (`sdk/wit/kinds.wit`, world `packed-serializer`).
+//!
+//! Why: a node list crosses the component boundary node by node, and every text or binary
+//! node costs the plugin an allocation (a call into it) before it has read a byte. A
+//! packed value crosses as one copy, and a format can read it as it writes, borrowing
+//! each string from it, with no tree in between.
+//!
+//! Each node is a tag byte, then (little-endian):
+//!
+//! | tag | node | then |
+//! |---|---|---|
+//! | 0 | null | — |
+//! | 1 / 2 | false / true | — |
+//! | 3 | signed | 8 bytes, `i64` |
+//! | 4 | unsigned | 8 bytes, `u64` |
+//! | 5 | float | 8 bytes, `f64` bits |
+//! | 6 | text | `u32` length, then that many bytes of UTF-8 |
+//! | 7 | binary | `u32` length, then that many bytes |
+//! | 8 | array | `u32` item count; the items follow |
+//! | 9 | mapping | `u32` entry count; key and value subtrees follow, in turn |
+//!
+//! Both sides read a packed value as untrusted: [`Reader`] checks every length and count
+//! against what is left and every text for UTF-8, and [`Value::unpack`] also checks
+//! nesting ([`MAX_DEPTH`]) and that exactly one value is present.
+
+use crate::{Node, Value, MAX_DEPTH};
+
+const NULL: u8 = 0;
+const FALSE: u8 = 1;
+const TRUE: u8 = 2;
+const SIGNED: u8 = 3;
+const UNSIGNED: u8 = 4;
+const FLOAT: u8 = 5;
+const TEXT: u8 = 6;
+const BINARY: u8 = 7;
+const ARRAY: u8 = 8;
+const MAPPING: u8 = 9;
+
+/// One node read from a packed value; text and binary borrow from it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Item<'a> {
+    Null,
+    Boolean(bool),
+    Signed(i64),
+    Unsigned(u64),
+    Float(f64),
+    Text(&'a str),
+    Binary(&'a [u8]),
+    /// The next `n` subtrees are its items.
+    Array(u32),
+    /// The next `n` pairs of subtrees are its entries.
+    Mapping(u32),
+}
+
+/// Writes nodes in pre-order into a packed value.
+#[derive(Debug, Default)]
+pub struct Writer {
+    bytes: Vec<u8>,
+}
+
+/// Where an array or mapping whose count is not known yet was begun ([`Writer::begin`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Open(usize);
+
+impl Writer {
+    /// An empty writer with room for `capacity` bytes.
+    pub fn with_capacity(capacity: usize) -> Writer {
+        Writer {
+            bytes: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// The packed value written so far.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    pub fn null(&mut self) {
+        self.bytes.push(NULL);
+    }
+
+    pub fn boolean(&mut self, b: bool) {
+        self.bytes.push(if b { TRUE } else { FALSE });
+    }
+
+    pub fn signed(&mut self, i: i64) {
+        self.word(SIGNED, i.to_le_bytes());
+    }
+
+    pub fn unsigned(&mut self, u: u64) {
+        self.word(UNSIGNED, u.to_le_bytes());
+    }
+
+    pub fn float(&mut self, f: f64) {
+        self.word(FLOAT, f.to_bits().to_le_bytes());
+    }
+
+    /// A text node; a string longer than `u32::MAX` bytes is refused.
+    pub fn text(&mut self, s: &str) -> Result<(), String> {
+        self.run(TEXT, s.as_bytes())
+    }
+
+    /// A binary node; longer than `u32::MAX` bytes is refused.
+    pub fn binary(&mut self, b: &[u8]) -> Result<(), String> {
+        self.run(BINARY, b)
+    }
+
+    /// An array of the next `n` subtrees.
+    pub fn array(&mut self, n: u32) {
+        self.count(ARRAY, n);
+    }
+
+    /// A mapping of the next `n` key/value subtree pairs.
+    pub fn mapping(&mut self, n: u32) {
+        self.count(MAPPING, n);
+    }
+
+    /// Begins an array (`mapping` false) or a mapping whose count is given by
+    /// [`Writer::end`] once its items are written (a streaming parser learns it last).
+    pub fn begin(&mut self, mapping: bool) -> Open {
+        let at = self.bytes.len();
+        self.count(if mapping { MAPPING } else { ARRAY }, 0);
+        Open(at)
+    }
+
+    /// Writes the count of what [`Writer::begin`] opened.
+    pub fn end(&mut self, open: Open, n: u32) {
+        self.bytes[open.0 + 1..open.0 + 5].copy_from_slice(&n.to_le_bytes());
+    }
+
+    fn word(&mut self, tag: u8, word: [u8; 8]) {
+        self.bytes.push(tag);
+        self.bytes.extend_from_slice(&word);
+    }
+
+    fn count(&mut self, tag: u8, n: u32) {
+        self.bytes.push(tag);
+        self.bytes.extend_from_slice(&n.to_le_bytes());
+    }
+
+    fn run(&mut self, tag: u8, run: &[u8]) -> Result<(), String> {
+        let n = u32::try_from(run.len())
+            .map_err(|_| format!("a node of {} bytes exceeds 4 GiB", run.len()))?;
+        self.count(tag, n);
+        self.bytes.extend_from_slice(run);
+        Ok(())
+    }
+}
+
+/// Reads the nodes of a packed value one at a time, checking each against what is left.
+#[derive(Debug, Clone)]
+pub struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { rest: bytes }
+    }
+
+    /// Whether every byte has been read.
+    pub fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    /// The next node; an error says what was cut short or malformed.
+    pub fn next(&mut self) -> Result<Item<'a>, String> {
+        let (&tag, rest) = self.rest.split_first().ok_or("packed value ends early")?;
+        self.rest = rest;
+        Ok(match tag {
+            NULL => Item::Null,
+            FALSE => Item::Boolean(false),
+            TRUE => Item::Boolean(true),
+            SIGNED => Item::Signed(i64::from_le_bytes(self.take()?)),
+            UNSIGNED => Item::Unsigned(u64::from_le_bytes(self.take()?)),
+            FLOAT => Item::Float(f64::from_bits(u64::from_le_bytes(self.take()?))),
+            TEXT => Item::Text(
+                std::str::from_utf8(self.run()?).map_err(|e| format!("packed text: {e}"))?,
+            ),
+            BINARY => Item::Binary(self.run()?),
+            ARRAY => Item::Array(self.counted(1)?),
+            MAPPING => Item::Mapping(self.counted(2)?),
+            other => return Err(format!("packed value has an unknown tag {other}")),
+        })
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let (word, rest) = self
+            .rest
+            .split_first_chunk::<N>()
+            .ok_or("packed value ends inside a node")?;
+        self.rest = rest;
+        Ok(*word)
+    }
+
+    fn run(&mut self) -> Result<&'a [u8], String> {
+        let n = u32::from_le_bytes(self.take()?) as usize;
+        if n > self.rest.len() {
+            return Err(format!(
+                "packed node of {n} bytes exceeds the {} left",
+                self.rest.len()
+            ));
+        }
+        let (run, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(run)
+    }
+
+    /// A count whose subtrees take at least `per` bytes each: one above what is left is a
+    /// lie, refused before anyone sizes a buffer by it.
+    fn counted(&mut self, per: usize) -> Result<u32, String> {
+        let n = u32::from_le_bytes(self.take()?);
+        if (n as usize).saturating_mul(per) > self.rest.len() {
+            return Err(format!("packed count {n} exceeds the bytes left"));
+        }
+        Ok(n)
+    }
+}
+
+impl Value {
+    /// The packed form of this value (written in one pass, no tree).
+    pub fn pack(&self) -> Result<Vec<u8>, String> {
+        let mut w = Writer::with_capacity(self.packed_len());
+        for node in &self.nodes {
+            match node {
+                Node::Null => w.null(),
+                Node::Boolean(b) => w.boolean(*b),
+                Node::Signed(i) => w.signed(*i),
+                Node::Unsigned(u) => w.unsigned(*u),
+                Node::Float(f) => w.float(*f),
+                Node::Text(s) => w.text(s)?,
+                Node::Binary(b) => w.binary(b)?,
+                Node::Array(n) => w.array(*n),
+                Node::Mapping(n) => w.mapping(*n),
+            }
+        }
+        Ok(w.into_bytes())
+    }
+
+    /// Reads a packed value back; fails on a value that ends early, nests deeper than
+    /// [`MAX_DEPTH`], or is followed by more bytes.
+    pub fn unpack(bytes: &[u8]) -> Result<Value, String> {
+        let mut r = Reader::new(bytes);
+        let mut nodes = Vec::new();
+        unpack_one(&mut r, &mut nodes, 0)?;
+        if !r.is_empty() {
+            return Err("packed value has bytes after its root".to_string());
+        }
+        Ok(Value { nodes })
+    }
+
+    fn packed_len(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|n| match n {
+                Node::Null | Node::Boolean(_) => 1,
+                Node::Signed(_) | Node::Unsigned(_) | Node::Float(_) => 9,
+                Node::Text(s) => 5 + s.len(),
+                Node::Binary(b) => 5 + b.len(),
+                Node::Array(_) | Node::Mapping(_) => 5,
+            })
+            .sum()
+    }
+}
+
+fn unpack_one(r: &mut Reader<'_>, out: &mut Vec<Node>, depth: usize) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("value nests deeper than {MAX_DEPTH} levels"));
+    }
+    let children = match r.next()? {
+        Item::Null => {
+            out.push(Node::Null);
+            0
+        }
+        Item::Boolean(b) => {
+            out.push(Node::Boolean(b));
+            0
+        }
+        Item::Signed(i) => {
+            out.push(Node::Signed(i));
+            0
+        }
+        Item::Unsigned(u) => {
+            out.push(Node::Unsigned(u));
+            0
+        }
+        Item::Float(f) => {
+            out.push(Node::Float(f));
+            0
+        }
+        Item::Text(s) => {
+            out.push(Node::Text(s.to_owned()));
+            0
+        }
+        Item::Binary(b) => {
+            out.push(Node::Binary(b.to_vec()));
+            0
+        }
+        Item::Array(n) => {
+            out.push(Node::Array(n));
+            n as usize
+        }
+        Item::Mapping(n) => {
+            out.push(Node::Mapping(n));
+            2 * n as usize
+        }
+    };
+    // The count was checked against the bytes left, so this reserves no more than they
+    // can hold.
+    out.reserve(children);
+    for _ in 0..children {
+        unpack_one(r, out, depth + 1)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Tree;
+
+    fn sample() -> Value {
+        Value::from_tree(&Tree::Mapping(vec![
+            (
+                Tree::Text("a".into()),
+                Tree::Array(vec![Tree::Signed(-1), Tree::Float(2.5), Tree::Null]),
+            ),
+            (Tree::Signed(7), Tree::Binary(vec![0, 255])),
+            (Tree::Text("u".into()), Tree::Unsigned(u64::MAX)),
+            (Tree::Boolean(true), Tree::Boolean(false)),
+            (Tree::Text("é".into()), Tree::Mapping(vec![])),
+        ]))
+    }
+
+    #[test]
+    fn a_value_survives_packing() {
+        let value = sample();
+        let packed = value.pack().unwrap();
+        assert_eq!(packed.len(), value.packed_len(), "the size guess is exact");
+        assert_eq!(Value::unpack(&packed).unwrap(), value);
+    }
+
+    #[test]
+    fn a_count_written_last_reads_the_same() {
+        let mut w = Writer::default();
+        let open = w.begin(true);
+        w.text("k").unwrap();
+        let inner = w.begin(false);
+        w.signed(1);
+        w.signed(2);
+        w.end(inner, 2);
+        w.end(open, 1);
+        let expected = Value::from_tree(&Tree::Mapping(vec![(
+            Tree::Text("k".into()),
+            Tree::Array(vec![Tree::Signed(1), Tree::Signed(2)]),
+        )]));
+        assert_eq!(Value::unpack(&w.into_bytes()).unwrap(), expected);
+    }
+
+    #[test]
+    fn every_cut_of_a_packed_value_is_refused() {
+        let packed = sample().pack().unwrap();
+        for cut in 0..packed.len() {
+            assert!(Value::unpack(&packed[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = packed.clone();
+        longer.push(NULL);
+        assert!(Value::unpack(&longer)
+            .unwrap_err()
+            .contains("after its root"));
+    }
+
+    #[test]
+    fn lies_and_garbage_are_refused() {
+        // An array claiming four billion items in five bytes.
+        let err = Value::unpack(&[ARRAY, 0xff, 0xff, 0xff, 0xff]).unwrap_err();
+        assert!(err.contains("exceeds the bytes left"), "{err}");
+        // A text of invalid UTF-8.
+        let err = Value::unpack(&[TEXT, 1, 0, 0, 0, 0xff]).unwrap_err();
+        assert!(err.contains("packed text"), "{err}");
+        // A run longer than the input.
+        let err = Value::unpack(&[BINARY, 9, 0, 0, 0, 1]).unwrap_err();
+        assert!(err.contains("exceeds the 1 left"), "{err}");
+        assert!(Value::unpack(&[42]).unwrap_err().contains("unknown tag 42"));
+        // Nested deeper than the limit.
+        let mut deep = Vec::new();
+        for _ in 0..=MAX_DEPTH + 1 {
+            deep.extend_from_slice(&[ARRAY, 1, 0, 0, 0]);
+        }
+        deep.push(NULL);
+        assert!(Value::unpack(&deep).unwrap_err().contains("nests deeper"));
+    }
+}
