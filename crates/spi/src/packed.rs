@@ -165,7 +165,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next node; an error says what was cut short or malformed.
-    pub fn next(&mut self) -> Result<Item<'a>, String> {
+    pub fn item(&mut self) -> Result<Item<'a>, String> {
         let (&tag, rest) = self.rest.split_first().ok_or("packed value ends early")?;
         self.rest = rest;
         Ok(match tag {
@@ -268,7 +268,7 @@ fn unpack_one(r: &mut Reader<'_>, out: &mut Vec<Node>, depth: usize) -> Result<(
     if depth > MAX_DEPTH {
         return Err(format!("value nests deeper than {MAX_DEPTH} levels"));
     }
-    let children = match r.next()? {
+    let children = match r.item()? {
         Item::Null => {
             out.push(Node::Null);
             0

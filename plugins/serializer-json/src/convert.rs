@@ -56,8 +56,8 @@ struct Packed<'r, 'a> {
 }
 
 impl Packed<'_, '_> {
-    fn next<E: ser::Error>(&self) -> Result<Item<'_>, E> {
-        self.reader.borrow_mut().next().map_err(E::custom)
+    fn item<E: ser::Error>(&self) -> Result<Item<'_>, E> {
+        self.reader.borrow_mut().item().map_err(E::custom)
     }
 }
 
@@ -72,7 +72,7 @@ impl Serialize for Packed<'_, '_> {
             reader: self.reader,
             depth: self.depth + 1,
         };
-        match self.next()? {
+        match self.item()? {
             Item::Null => s.serialize_unit(),
             Item::Boolean(b) => s.serialize_bool(b),
             Item::Signed(i) => s.serialize_i64(i),
@@ -100,7 +100,7 @@ impl Serialize for Packed<'_, '_> {
             Item::Mapping(n) => {
                 let mut map = s.serialize_map(Some(n as usize))?;
                 for _ in 0..n {
-                    match self.next()? {
+                    match self.item()? {
                         Item::Text(key) => map.serialize_key(key)?,
                         other => {
                             return Err(S::Error::custom(format!(

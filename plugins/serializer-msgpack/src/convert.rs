@@ -37,7 +37,7 @@ fn write_one(r: &mut Reader<'_>, out: &mut Vec<u8>, depth: usize) -> Result<(), 
         return Err(format!("value nests deeper than {MAX_DEPTH} levels"));
     }
     // Writing into a Vec cannot fail; the results only carry the writer's error type.
-    let children = match r.next()? {
+    let children = match r.item()? {
         Item::Null => mp::write_nil(out).map(|_| 0).map_err(text)?,
         Item::Boolean(b) => mp::write_bool(out, b).map(|_| 0).map_err(text)?,
         Item::Signed(i) => mp::write_sint(out, i).map(|_| 0).map_err(text)?,

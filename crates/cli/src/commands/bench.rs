@@ -190,6 +190,29 @@ fn print_table(report: &Report) {
             );
         }
     }
+    // The serializer target, with the part no form of crossing can avoid: a call that
+    // carries the same bytes in and out and does nothing (the byte floor).
+    let bytes_floor = report
+        .bytes_floor
+        .iter()
+        .find(|b| b.param == "1KiB")
+        .map_or(f64::NAN, |b| b.ns);
+    println!("\nserializer target (≤ 2x native at 1 KiB; the byte floor alone, as x native):");
+    for r in report
+        .plugins
+        .iter()
+        .filter(|r| r.kind == "serializer" && r.param == "1KiB")
+    {
+        if let Some(native) = r.native_ns {
+            println!(
+                "  {:<16} {:<6} {:.2}x native (byte floor {:.2}x)",
+                r.name,
+                r.function,
+                r.wasm_ns / native,
+                bytes_floor / native
+            );
+        }
+    }
 }
 
 /// `axle bench swap`.
