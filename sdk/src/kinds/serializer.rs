@@ -7,8 +7,8 @@ use crate::{Config, Value};
 /// With the `packed-serializer` feature the kernel calls [`Serializer::encode_packed`]
 /// and [`Serializer::decode_packed`] instead: the value crosses the boundary packed
 /// ([`crate::packed`]), and a format that reads and writes it as it goes
-/// ([`crate::packed::Reader`], [`crate::packed::Writer`]) builds no tree and copies no
-/// string. Their defaults go through `encode` and `decode`, so overriding them is
+/// ([`crate::packed::Reader`], [`crate::packed::Writer`]) builds no tree and borrows
+/// every string. Their defaults go through `encode` and `decode`, so overriding them is
 /// only for speed.
 pub trait Serializer: Sized + 'static {
     /// Validates the manifest config and builds the plugin.

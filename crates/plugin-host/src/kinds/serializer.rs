@@ -26,21 +26,32 @@ pub struct SerializerKind;
 /// `encode-packed` and `decode-packed` share one signature.
 type PackedFunc<'a> = TypedFunc<(&'a [u8],), (Result<Vec<u8>, String>,)>;
 
-/// A serializer instance's exports: its world's, and the packed pair when the component
-/// has both (type-checked once per instance).
+/// Which of the packed pair, as indexes into [`SerializerExports::packed`].
+const ENCODE: usize = 0;
+const DECODE: usize = 1;
+
+/// A serializer instance's exports: its world's, and the packed pair (`[ENCODE, DECODE]`)
+/// when the component has both (type-checked once per instance).
 pub struct SerializerExports {
     world: wit_serializer::Serializer,
     packed: Option<[Func; 2]>,
 }
 
 impl SerializerExports {
-    /// One of the packed pair: 0 encodes, 1 decodes.
-    fn packed(&self, which: usize) -> Option<PackedFunc<'_>> {
+    /// Calls `encode-packed` or `decode-packed` with `input`.
+    fn call_packed(
+        &self,
+        store: &mut Store<HostState>,
+        which: usize,
+        input: &[u8],
+    ) -> wasmtime::Result<Result<Vec<u8>, String>> {
+        let Some(funcs) = &self.packed else {
+            wasmtime::bail!("the component has no packed exports");
+        };
         // SAFETY: both were type-checked as `PackedFunc` when the instance was made
         // (`instantiate`), which is what `new_unchecked` asks of its caller.
-        self.packed
-            .as_ref()
-            .map(|funcs| unsafe { TypedFunc::new_unchecked(funcs[which]) })
+        let func: PackedFunc<'_> = unsafe { TypedFunc::new_unchecked(funcs[which]) };
+        Ok(func.call(store, (input,))?.0)
     }
 }
 
@@ -149,7 +160,7 @@ impl SerializerPlugin {
             if self.packed {
                 let packed = value.pack().map_err(SerializeError::Rejected)?;
                 return inst
-                    .call("encode-packed", |b, s| call_packed(b, s, 0, &packed))?
+                    .call("encode-packed", |b, s| b.call_packed(s, ENCODE, &packed))?
                     .map_err(SerializeError::Rejected);
             }
             let value = crate::convert::value_in(value);
@@ -164,7 +175,7 @@ impl SerializerPlugin {
             inst.ensure_within(0, self.replacement_wait, |_, _| Ok(()))?;
             if self.packed {
                 let packed = inst
-                    .call("decode-packed", |b, s| call_packed(b, s, 1, bytes))?
+                    .call("decode-packed", |b, s| b.call_packed(s, DECODE, bytes))?
                     .map_err(SerializeError::Rejected)?;
                 // The plugin's answer is untrusted: a malformed one is its fault.
                 return Value::unpack(&packed).map_err(|e| {
@@ -178,14 +189,4 @@ impl SerializerPlugin {
                 .map_err(SerializeError::Rejected)
         })?
     }
-}
-
-fn call_packed(
-    b: &SerializerExports,
-    store: &mut Store<HostState>,
-    which: usize,
-    input: &[u8],
-) -> wasmtime::Result<Result<Vec<u8>, String>> {
-    let func = b.packed(which).expect("checked by the caller");
-    Ok(func.call(store, (input,))?.0)
 }
