@@ -7,12 +7,19 @@
 //! loaded through the real plugin host, must behave like `plugins/selector-round-robin`,
 //! must reject an unknown config key at load, and must pass `axle plugins check`.
 //!
+//! A second C example is a two-choice selector (`plugins/examples/c/least-active`): it must
+//! draw by weight and let the kernel keep the less loaded candidate, like
+//! `plugins/selector-least-active`, on the kernel's own facts.
+//!
 //! The interpreted guests are big (1.5-18 MiB) and take seconds to compile, so these tests
 //! share one host and artifact cache ([`SharedHost`]): each component compiles once per run.
 
 use std::path::PathBuf;
 
-use axle_host_tests::{assert_round_robin, axle_bin, example_component, manifest, SharedHost};
+use axle_host_tests::{
+    assert_round_robin, axle_bin, example_component, manifest, selector, table, SharedHost,
+    TestHost,
+};
 
 /// One example build: where it is and the manifest keys it loads with.
 struct Example {
@@ -33,6 +40,13 @@ const C: Example = Example {
     name: "rr-c",
     lang: "c",
     file: "round-robin",
+    extra: "",
+};
+/// The two-choice example, seeded so its draws repeat from run to run.
+const C_LEAST_ACTIVE: Example = Example {
+    name: "la-c",
+    lang: "c",
+    file: "least-active",
     extra: "",
 };
 const PYTHON: Example = Example {
@@ -123,6 +137,101 @@ fn axle_plugins_check_accepts_the_c_plugin() {
     axle_plugins_check_accepts(&C);
 }
 
+/// How many of `picks` picks from set 0 went to each of endpoints `0..n`; every pick must
+/// be the plugin's.
+fn picks_by_endpoint(p: &axle::plugin::LoadedPlugin, n: usize, picks: u64) -> Vec<u32> {
+    picks_by_set(p, 0, n, picks)
+}
+
+fn picks_by_set(p: &axle::plugin::LoadedPlugin, set: u32, n: usize, picks: u64) -> Vec<u32> {
+    let mut counts = vec![0u32; n];
+    for i in 0..picks {
+        let pick = selector(p)
+            .select(set, i)
+            .expect("a defined set is answered");
+        assert!(pick.by_plugin, "the plugin's pair answered: {pick:?}");
+        counts[pick.endpoint as usize] += 1;
+    }
+    counts
+}
+
+#[test]
+fn c_least_active_draws_by_weight_and_the_kernel_keeps_the_less_loaded() {
+    let t = TestHost::new();
+    let facts = t.host.facts();
+    for (id, weight) in [(0, 100), (1, 100), (2, 600)] {
+        facts.register(id, weight);
+    }
+    let p = t
+        .load(&C_LEAST_ACTIVE.manifest("seed = 5"), C_LEAST_ACTIVE.name)
+        .unwrap();
+    let s = selector(&p);
+    let measure = s
+        .measure()
+        .expect("a two-choice selector declares its measure");
+    assert!(measure.per_weight && !measure.latency, "{measure:?}");
+    s.endpoints_changed(&table(&[100, 100, 600]));
+    s.define_set(0, vec![0, 1, 2]);
+    // Idle: every duel is a tie, the first draw is kept, so picks follow the weights:
+    // 12.5 / 12.5 / 75 %, within 3 points.
+    let c = picks_by_endpoint(&p, 3, 8_000);
+    assert!((760..1_240).contains(&c[0]), "{c:?}");
+    assert!((760..1_240).contains(&c[1]), "{c:?}");
+    assert!((5_760..6_240).contains(&c[2]), "{c:?}");
+    // Per unit of weight: 1 in flight on weight 100 costs more than 3 on 600, and 1 is
+    // idle. So 0 wins no duel, 1 wins every duel it is in, and 2 only those against 0:
+    // the pairs {0, 2}, drawn by weight, are 1/8 × 6/7 + 6/8 × 1/2 = 48 % of them.
+    facts.get(0).unwrap().started();
+    for _ in 0..3 {
+        facts.get(2).unwrap().started();
+    }
+    let c = picks_by_endpoint(&p, 3, 3_000);
+    assert_eq!(c[0], 0, "{c:?}");
+    assert!((1_400..1_720).contains(&c[1]), "52 % expected: {c:?}");
+    // A set of one member offers it alone.
+    s.define_set(1, vec![2]);
+    assert_eq!(picks_by_set(&p, 1, 3, 50), [0, 0, 50]);
+    // Weight 0 is never drawn; a set of drained endpoints is served evenly (all idle
+    // again, so every duel is a tie and the draws alone decide).
+    facts
+        .get(0)
+        .unwrap()
+        .finished(1_000, axle::spi::OutcomeClass::Success);
+    for _ in 0..3 {
+        facts
+            .get(2)
+            .unwrap()
+            .finished(1_000, axle::spi::OutcomeClass::Success);
+    }
+    s.endpoints_changed(&table(&[0, 100, 0]));
+    s.define_set(0, vec![0, 1, 2]);
+    assert_eq!(picks_by_endpoint(&p, 3, 500), [0, 500, 0]);
+    s.endpoints_changed(&table(&[0, 0, 0]));
+    s.define_set(0, vec![0, 1, 2]);
+    let even = picks_by_endpoint(&p, 3, 3_000);
+    assert!(even.iter().all(|n| *n > 600), "{even:?}");
+    assert_eq!(p.stats.snapshot().faults(), 0, "{:?}", p.stats.snapshot());
+}
+
+#[test]
+fn c_least_active_rejects_bad_config_at_load() {
+    rejects_unknown_config_keys_at_load(&C_LEAST_ACTIVE);
+    let msg = TestHost::new()
+        .load(&C_LEAST_ACTIVE.manifest("seed = -1"), C_LEAST_ACTIVE.name)
+        .err()
+        .expect("a negative seed is refused")
+        .to_string();
+    assert!(
+        msg.contains("key `seed`: expected a non-negative integer"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn axle_plugins_check_accepts_the_c_two_choice_plugin() {
+    axle_plugins_check_accepts(&C_LEAST_ACTIVE);
+}
+
 #[test]
 fn python_round_robin_behaves_like_the_rust_one() {
     behaves_like_the_rust_one(&PYTHON);
@@ -173,7 +282,7 @@ fn axle_plugins_check_accepts_the_js_starlingmonkey_plugin() {
 /// example answered through the bench at every endpoint count).
 #[test]
 fn axle_bench_plugins_measures_every_example() {
-    let examples = [C, PYTHON, QUICKJS, STARLINGMONKEY];
+    let examples = [C, C_LEAST_ACTIVE, PYTHON, QUICKJS, STARLINGMONKEY];
     let host = SharedHost::get();
     let mut text = String::new();
     for ex in &examples {

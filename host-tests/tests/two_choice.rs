@@ -2,13 +2,15 @@
 //! candidates, the kernel keeps the lighter by the plugin's declared measure, from the
 //! facts it keeps. Through the real host with a fixture whose pairs are fixed, so each
 //! comparison is known; a faulty pair is a counted fault answered by the safe default;
-//! and the shipped least-loaded selectors on the real request path, against real
-//! providers, keeping calls off a slow one.
+//! and the shipped least-loaded selectors, and the C example of the world
+//! (`plugins/examples/c/least-active`), on the real request path, against real providers,
+//! keeping calls off a slow one.
 
 use axle::client::{CallOptions, Client};
 use axle::manifest::{ComponentSource, EndpointSpec, PluginKind, PluginSpec};
 use axle_host_tests::{
-    built_component, calls_at, manifest, rt, selector, table, ServeProcess, TestHost,
+    built_component, calls_at, example_component, manifest, rt, selector, table, ServeProcess,
+    TestHost,
 };
 
 fn fixture(t: &TestHost, mode: &str) -> axle::plugin::LoadedPlugin {
@@ -114,10 +116,25 @@ fn least_loaded_selectors_keep_calls_off_a_slow_provider_on_the_request_path() {
     ];
     let runtime = rt();
     let t = TestHost::new();
-    for name in ["least-active", "p2c-ewma", "shortest-response"] {
+    for name in [
+        "least-active",
+        "p2c-ewma",
+        "shortest-response",
+        "least-active-c",
+    ] {
         let _in = runtime.enter();
         let mut m = axle::manifest::Manifest::embedded().unwrap();
         m.endpoints.clear();
+        // The C example, from its own file, beside the built-in ones.
+        let c = example_component("c", "least-active");
+        m.plugins.insert(
+            "least-active-c".into(),
+            PluginSpec::new(
+                "least-active-c",
+                PluginKind::Selector,
+                ComponentSource::File(c),
+            ),
+        );
         m.services.entry("flaky".into()).or_default().selector = Some(name.into());
         let endpoints = servers.iter().map(|s| EndpointSpec::new(&s.addr));
         let client = Client::new(
