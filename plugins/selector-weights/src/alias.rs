@@ -5,10 +5,19 @@
 /// A discrete distribution over `0..n`, proportional to the weights it was built from.
 #[derive(Clone, Debug)]
 pub struct AliasTable {
-    /// Per column, the share that stays with the column itself, out of 2^32 (2^32: all).
-    keep: Vec<u64>,
-    /// Per column, where the rest of the column goes.
-    alias: Vec<u32>,
+    /// Per column, what a draw landing in it reads: one entry, so a draw on a large set
+    /// misses the cache once, where a share and an alias kept apart missed it twice.
+    columns: Vec<Column>,
+}
+
+/// One column of the table.
+#[derive(Clone, Copy, Debug)]
+struct Column {
+    /// The share that stays with the column itself, out of 2^32. A full column keeps
+    /// `u32::MAX` and aliases itself, so the one height not below it lands on it too.
+    keep: u32,
+    /// Where the rest of the column goes.
+    alias: u32,
 }
 
 /// Columns and heights are drawn from 32 random bits each, so a draw is one 64-bit
@@ -24,10 +33,7 @@ impl AliasTable {
         let n = weights.len() as u64;
         let total: u64 = weights.iter().sum();
         if total == 0 {
-            return AliasTable {
-                keep: vec![HEIGHT as u64; weights.len()],
-                alias: (0..weights.len() as u32).collect(),
-            };
+            return AliasTable::full((0..weights.len() as u32).collect());
         }
         // Column i holds weight_i * n out of `total * n`; scaled, a column of height `total`
         // is exactly full. Under-full columns borrow the rest from an over-full one.
@@ -36,47 +42,58 @@ impl AliasTable {
             .map(|w| u128::from(*w) * u128::from(n))
             .collect();
         let full = u128::from(total);
-        let mut keep = vec![total; weights.len()];
-        let mut alias: Vec<u32> = (0..weights.len() as u32).collect();
+        let mut table = AliasTable::full((0..weights.len() as u32).collect());
         let (mut small, mut large): (Vec<usize>, Vec<usize>) =
             (0..weights.len()).partition(|i| scaled[*i] < full);
         while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
-            keep[s] = scaled[s] as u64;
-            alias[s] = l as u32;
+            // Under `full`, so under 2^32 once rescaled: the column's kept share, out of
+            // `total`, as out of 2^32.
+            table.columns[s] = Column {
+                keep: (scaled[s] * HEIGHT / full) as u32,
+                alias: l as u32,
+            };
             scaled[l] -= full - scaled[s];
             if scaled[l] < full {
                 large.pop();
                 small.push(l);
             }
         }
-        // Each column's kept share, out of `total`, rescaled to out of 2^32.
-        let keep = keep
+        table
+    }
+
+    /// Every column full, each keeping all of itself: `0..n` drawn uniformly.
+    fn full(ids: Vec<u32>) -> Self {
+        let columns = ids
             .into_iter()
-            .map(|k| (u128::from(k) * HEIGHT / full) as u64)
+            .map(|i| Column {
+                keep: u32::MAX,
+                alias: i,
+            })
             .collect();
-        AliasTable { keep, alias }
+        AliasTable { columns }
     }
 
     /// How many entries the table samples from.
     pub fn len(&self) -> usize {
-        self.keep.len()
+        self.columns.len()
     }
 
     /// Whether the table samples from nothing.
     pub fn is_empty(&self) -> bool {
-        self.keep.is_empty()
+        self.columns.is_empty()
     }
 
     /// An index drawn with probability weight / total, from 64 random bits: the high part
     /// picks the column, the remainder the height within it.
     pub fn sample(&self, random: u64) -> usize {
         // A table holds fewer than 2^32 columns (ids are 32 bits), so this cannot overflow.
-        let column = (((random >> 32) * self.keep.len() as u64) >> 32) as usize;
-        let height = random & (HEIGHT as u64 - 1);
-        if height < self.keep[column] {
+        let column = (((random >> 32) * self.columns.len() as u64) >> 32) as usize;
+        let height = random as u32;
+        let c = self.columns[column];
+        if height < c.keep {
             column
         } else {
-            self.alias[column] as usize
+            c.alias as usize
         }
     }
 }
@@ -126,9 +143,10 @@ mod tests {
         let n = weights.len() as u64;
         let total: u64 = weights.iter().sum();
         let mut mass = vec![0u64; weights.len()];
-        for i in 0..weights.len() {
-            mass[i] += t.keep[i];
-            mass[t.alias[i] as usize] += HEIGHT as u64 - t.keep[i];
+        for (i, c) in t.columns.iter().enumerate() {
+            // A full column keeps u32::MAX of 2^32 and gives the last unit to itself.
+            mass[i] += u64::from(c.keep);
+            mass[c.alias as usize] += HEIGHT as u64 - u64::from(c.keep);
         }
         for (i, w) in weights.iter().enumerate() {
             let expected = (u128::from(w * n) * HEIGHT / u128::from(total)) as u64;
