@@ -387,7 +387,7 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                         .map(|mut l| {
                             ns_per_call(budget, |i| {
                                 if i % 2 == 0 {
-                                    black_box(l.acquire(0, 1));
+                                    black_box(l.acquire(0, 1, axle_sdk::host::now_ns()));
                                 } else {
                                     l.release(0, 1, 1_000_000, false);
                                 }
@@ -403,7 +403,7 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                         .and_then(|b| native::limiter(b, &config))
                         .map(|mut l| {
                             ns_per_call(budget, |_| {
-                                black_box(l.acquire(0, 1));
+                                black_box(l.acquire(0, 1, axle_sdk::host::now_ns()));
                             })
                         });
                     row("acquire", "-".into(), wasm, native);

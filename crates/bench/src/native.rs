@@ -120,37 +120,94 @@ pub fn score(s: &mut axle_plugin_availability::Availability, stats: &WindowStats
     s.score(stats).weight_permille
 }
 
-/// A limiter run natively.
-pub trait NativeLimiter {
-    fn acquire(&mut self, key: u32, permits: u32) -> axle_sdk::Admission;
-    fn release(&mut self, key: u32, permits: u32, latency_ns: u64, dropped: bool);
+/// What a limiter twin says of itself: the limiter world its component is built for.
+#[derive(Clone, Copy)]
+enum LimiterWorld {
+    Plain,
+    /// `concurrency-limiter`: hears `release`.
+    Concurrency,
+    /// `cluster-limiter`: hears provider counts.
+    Cluster,
 }
 
-impl<T: Limiter> NativeLimiter for LimiterRuntime<T> {
-    fn acquire(&mut self, key: u32, permits: u32) -> axle_sdk::Admission {
-        LimiterRuntime::acquire(self, key, permits)
+/// A shipped limiter as the plugin host's native twin, and `axle bench plugins`' timing
+/// loop's: the SDK runtime the component wraps, called directly.
+struct HostLimiter<T: Limiter> {
+    runtime: LimiterRuntime<T>,
+    world: LimiterWorld,
+}
+
+impl<T: Limiter> axle::plugin::native::NativeLimiter for HostLimiter<T>
+where
+    LimiterRuntime<T>: Send,
+{
+    fn key_defined(&mut self, id: u32, key: LimitKey) {
+        self.runtime.key_defined(id, key)
+    }
+    fn acquire(&mut self, key: u32, permits: u32, now_ns: u64) -> axle_sdk::Admission {
+        self.runtime.acquire_at(key, permits, now_ns)
+    }
+    fn wants_release(&self) -> bool {
+        matches!(self.world, LimiterWorld::Concurrency)
     }
     fn release(&mut self, key: u32, permits: u32, latency_ns: u64, dropped: bool) {
-        LimiterRuntime::release(self, key, permits, latency_ns, dropped)
+        self.runtime.release(key, permits, latency_ns, dropped)
+    }
+    fn wants_providers(&self) -> bool {
+        matches!(self.world, LimiterWorld::Cluster)
+    }
+    fn providers_changed(&mut self, service: &str, providers: u32) {
+        self.runtime.providers_changed(service, providers)
+    }
+    fn export_state(&self) -> Option<Vec<u8>> {
+        Some(self.runtime.export_state())
+    }
+    fn import_state(&mut self, state: &[u8]) -> bool {
+        self.runtime.import_state(state);
+        true
     }
 }
 
-/// The native twin of builtin limiter `name`, with key 0 defined.
-pub fn limiter(name: &str, config: &Config) -> Option<Box<dyn NativeLimiter>> {
-    fn boxed<T: Limiter>(c: &Config) -> Option<Box<dyn NativeLimiter>> {
-        let mut rt = LimiterRuntime::<T>::new(c).ok()?;
-        rt.key_defined(0, LimitKey::default());
-        Some(Box::new(rt))
+/// How to make the twin of builtin limiter `name`, if it has one.
+fn limiter_maker(name: &str) -> Option<axle::plugin::native::MakeLimiter> {
+    use axle::plugin::native::{MakeLimiter, NativeLimiter};
+    fn make<T: Limiter>(world: LimiterWorld) -> MakeLimiter
+    where
+        LimiterRuntime<T>: Send,
+    {
+        std::sync::Arc::new(move |flat: &[(String, ConfigValue)]| {
+            let runtime = LimiterRuntime::<T>::new(&config(flat.to_vec()))?;
+            Ok(Box::new(HostLimiter { runtime, world }) as Box<dyn NativeLimiter>)
+        })
     }
-    match name {
-        "token-bucket" => boxed::<axle_plugin_token_bucket::TokenBucket>(config),
-        "sliding-window" => boxed::<axle_plugin_sliding_window::SlidingWindow>(config),
+    use LimiterWorld::*;
+    Some(match name {
+        "token-bucket" => make::<axle_plugin_token_bucket::TokenBucket>(Plain),
+        "sliding-window" => make::<axle_plugin_sliding_window::SlidingWindow>(Plain),
         "adaptive-concurrency" => {
-            boxed::<axle_plugin_adaptive_concurrency::AdaptiveConcurrency>(config)
+            make::<axle_plugin_adaptive_concurrency::AdaptiveConcurrency>(Concurrency)
         }
-        "cluster-rate" => boxed::<axle_plugin_cluster_rate::ClusterRate>(config),
-        _ => None,
-    }
+        "cluster-rate" => make::<axle_plugin_cluster_rate::ClusterRate>(Cluster),
+        _ => return None,
+    })
+}
+
+/// The shipped limiters with a twin, by builtin name.
+const LIMITERS: [&str; 4] = [
+    "token-bucket",
+    "sliding-window",
+    "adaptive-concurrency",
+    "cluster-rate",
+];
+
+/// The native twin of builtin limiter `name`, with key 0 defined.
+pub fn limiter(
+    name: &str,
+    config: &Config,
+) -> Option<Box<dyn axle::plugin::native::NativeLimiter>> {
+    let mut twin = limiter_maker(name)?(&config.entries).ok()?;
+    twin.key_defined(0, LimitKey::default());
+    Some(twin)
 }
 
 /// The native twin of builtin interceptor `name`: its `intercept`, called directly.
@@ -202,7 +259,8 @@ where
     }
 }
 
-/// The twins a plugin host runs in place of the shipped selectors' components.
+/// The twins a plugin host runs in place of the shipped selectors' and limiters'
+/// components.
 pub fn host_natives() -> axle::plugin::native::Natives {
     use axle::plugin::native::{MakeSelector, NativeSelector};
     fn make<T: Selector + Send + 'static>() -> MakeSelector
@@ -214,7 +272,7 @@ pub fn host_natives() -> axle::plugin::native::Natives {
             Ok(Box::new(HostTwin(runtime)) as Box<dyn NativeSelector>)
         })
     }
-    axle::plugin::native::Natives::default()
+    let natives = axle::plugin::native::Natives::default()
         .selector(
             "smooth-weighted",
             make::<axle_plugin_smooth_weighted::SmoothWeighted>(),
@@ -238,5 +296,9 @@ pub fn host_natives() -> axle::plugin::native::Natives {
         .selector(
             "shortest-response",
             make::<axle_plugin_shortest_response::ShortestResponse>(),
-        )
+        );
+    LIMITERS.iter().fold(natives, |natives, name| {
+        let make = limiter_maker(name).expect("every name in LIMITERS has a twin");
+        natives.limiter(name, make)
+    })
 }

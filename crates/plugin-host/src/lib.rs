@@ -264,6 +264,25 @@ impl PluginHost {
                     report,
                 )
             }
+            PluginKind::Limiter if self.native_limiter(spec).is_some() => {
+                let make = self.native_limiter(spec).expect("checked above");
+                let twin = make(&config::flatten(&spec.config)).map_err(fail)?;
+                let owner = pool::Owner {
+                    name: spec.name.as_str().into(),
+                    stats: stats.clone(),
+                    timeout_ms: spec.timeout_ms,
+                };
+                (
+                    Plugin::Limiter(Arc::new(LimiterPlugin::native(
+                        twin,
+                        owner,
+                        spec.on_error_admit,
+                        spec.key_on,
+                        self.cluster.clone(),
+                    ))),
+                    LoadReport::native(),
+                )
+            }
             PluginKind::Limiter => {
                 let (instances, report) = self.instances::<LimiterKind>(spec, &stats)?;
                 (
@@ -302,6 +321,14 @@ impl PluginHost {
     fn native_selector(&self, spec: &PluginSpec) -> Option<&native::MakeSelector> {
         match &spec.component {
             ComponentSource::Builtin(name) => self.natives.selector_for(name),
+            ComponentSource::File(_) => None,
+        }
+    }
+
+    /// The native twin given for this limiter's builtin component, if any.
+    fn native_limiter(&self, spec: &PluginSpec) -> Option<&native::MakeLimiter> {
+        match &spec.component {
+            ComponentSource::Builtin(name) => self.natives.limiter_for(name),
             ComponentSource::File(_) => None,
         }
     }

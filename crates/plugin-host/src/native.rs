@@ -5,14 +5,14 @@
 //! depend on the plugin crates), and a twin is found only for `builtin:NAME`, never for a
 //! file. Everything around the call stays as it is — the pool and its lock, set
 //! interning, answer checking, feedback batching — so the difference between the rows is
-//! the boundary alone. Only the selector slot has a seam: it is the one plugin called on
-//! every client call (routers are memoised per route shape, the health scorer runs on a
-//! timer).
+//! the boundary alone. The selector and the limiter slots have seams: they are the plugins
+//! called on every call, the selector by the caller, the limiter by the provider (routers
+//! are memoised per route shape, the health scorer runs on a timer).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axle_spi::{ConfigValue, EndpointTable, LoadMeasure, Outcome};
+use axle_spi::{Admission, ConfigValue, EndpointTable, LimitKey, LoadMeasure, Outcome};
 
 /// A selector run natively (the same contract as the `selector` world).
 pub trait NativeSelector: Send {
@@ -34,10 +34,42 @@ pub trait NativeSelector: Send {
 pub type MakeSelector =
     Arc<dyn Fn(&[(String, ConfigValue)]) -> Result<Box<dyn NativeSelector>, String> + Send + Sync>;
 
+/// A limiter run natively (the same contract as the `limiter` world, with what the
+/// `concurrency-limiter` and `cluster-limiter` worlds add). The kernel keeps the keys and
+/// defines each before its first `acquire`, as for a component.
+pub trait NativeLimiter: Send {
+    fn key_defined(&mut self, id: u32, key: LimitKey);
+    /// `acquire`, at the kernel's clock `now_ns`.
+    fn acquire(&mut self, key: u32, permits: u32, now_ns: u64) -> Admission;
+    /// Whether it hears how admitted requests end (what exporting `release` says).
+    fn wants_release(&self) -> bool {
+        false
+    }
+    fn release(&mut self, _key: u32, _permits: u32, _latency_ns: u64, _dropped: bool) {}
+    /// Whether it hears provider counts (what exporting `providers-changed` says).
+    fn wants_providers(&self) -> bool {
+        false
+    }
+    fn providers_changed(&mut self, _service: &str, _providers: u32) {}
+    /// The optional `export-state` (`None`: not exported).
+    fn export_state(&self) -> Option<Vec<u8>> {
+        None
+    }
+    /// The optional `import-state`; whether it took the state.
+    fn import_state(&mut self, _state: &[u8]) -> bool {
+        false
+    }
+}
+
+/// Makes a twin from the plugin's flattened config (as a component's `init` gets it).
+pub type MakeLimiter =
+    Arc<dyn Fn(&[(String, ConfigValue)]) -> Result<Box<dyn NativeLimiter>, String> + Send + Sync>;
+
 /// The twins a host may use, by builtin name.
 #[derive(Clone, Default)]
 pub struct Natives {
     selectors: HashMap<String, MakeSelector>,
+    limiters: HashMap<String, MakeLimiter>,
 }
 
 impl Natives {
@@ -47,13 +79,24 @@ impl Natives {
         self
     }
 
+    /// Runs `make`'s limiter wherever the manifest names `builtin:NAME`.
+    pub fn limiter(mut self, name: &str, make: MakeLimiter) -> Self {
+        self.limiters.insert(name.to_string(), make);
+        self
+    }
+
     /// The twin for a selector loaded from `builtin:NAME`, if one was given.
     pub(crate) fn selector_for(&self, name: &str) -> Option<&MakeSelector> {
         self.selectors.get(name)
     }
 
+    /// The twin for a limiter loaded from `builtin:NAME`, if one was given.
+    pub(crate) fn limiter_for(&self, name: &str) -> Option<&MakeLimiter> {
+        self.limiters.get(name)
+    }
+
     /// Whether no twin was given (the host runs components only).
     pub fn is_empty(&self) -> bool {
-        self.selectors.is_empty()
+        self.selectors.is_empty() && self.limiters.is_empty()
     }
 }

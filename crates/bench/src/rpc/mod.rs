@@ -3,9 +3,9 @@
 //!
 //! - `axle` — the full client and server pipelines with the manifest's wasm plugins in the
 //!   path (router, selector, limiter; the payload is bytes, so no serializer runs);
-//! - `axle-native` — the same pipelines with the selector's native twin in place of its
-//!   component (`axle_plugin_host::native`): `axle` ÷ this is what the wasm boundary
-//!   costs end to end;
+//! - `axle-native` — the same pipelines with the selector's and the limiter's native twins
+//!   in place of their components (`axle_plugin_host::native`), so no component is called
+//!   per request: `axle` ÷ this is what the wasm boundary costs end to end;
 //! - `axle-tls` — the same over TLS (a throwaway CA);
 //! - `raw` — the same framing and multiplexed connection over tokio TCP with no pipeline
 //!   and no plugin: the limit Axle's pipeline can approach;

@@ -8,6 +8,7 @@ use std::sync::atomic::{
 use std::sync::{Arc, RwLock};
 
 use crate::bindings::limiter as b;
+use crate::native::NativeLimiter;
 use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
@@ -29,8 +30,18 @@ pub const MAX_KEYS: usize = 10_000;
 /// The consumer part of a method's overflow key.
 const OVERFLOW: &str = "*";
 
+/// What answers the calls: a sandboxed instance, or a native twin (`native.rs`; it cannot
+/// fault, so it never needs replay).
+// One per plugin (limiters keep one instance): boxing the instance would only add an
+// indirection to every wasm call.
+#[allow(clippy::large_enum_variant)]
+enum Runner {
+    Wasm(Instance<LimiterKind>),
+    Native(Box<dyn NativeLimiter>),
+}
+
 struct Member {
-    inst: Instance<LimiterKind>,
+    runner: Runner,
     /// Keys this instance has been told about (in id order), for replay.
     known: Vec<Arc<LimitKey>>,
     /// The cluster view's version this instance was last told (`cluster-limiter` only;
@@ -73,11 +84,15 @@ pub struct LimiterPlugin {
     key_count: AtomicUsize,
     hasher: rustc_hash::FxBuildHasher,
     key_on: crate::KeyOn,
-    /// The component's `release` export (the `concurrency-limiter` world), found once at
-    /// load: `None` for a plain limiter, which the request path then never calls back.
+    /// Whether the plugin hears how admitted requests end (the `concurrency-limiter`
+    /// world's `release`), found once at load: a plain limiter is never called back.
+    releases: bool,
+    /// The component's `release` export, when it has one.
     release: Option<wasmtime::component::ComponentExportIndex>,
-    /// The component's `providers-changed` export (the `cluster-limiter` world), and the
-    /// view it is fed from.
+    /// Whether the plugin hears provider counts (the `cluster-limiter` world), and the
+    /// view they come from.
+    hears_providers: bool,
+    /// The component's `providers-changed` export, when it has one.
     providers_changed: Option<wasmtime::component::ComponentExportIndex>,
     cluster: Arc<crate::cluster::ClusterView>,
 }
@@ -112,33 +127,66 @@ impl LimiterPlugin {
             .clone();
         let release = component.get_export_index(None, "release");
         let providers_changed = component.get_export_index(None, "providers-changed");
+        let members = instances
+            .into_iter()
+            .map(|inst| Member::new(Runner::Wasm(inst)))
+            .collect();
         LimiterPlugin {
-            pool: Pool::new(
-                instances
-                    .into_iter()
-                    .map(|inst| Member {
-                        inst,
-                        known: Vec::new(),
-                        cluster_seen: 0,
-                    })
-                    .collect(),
-                owner,
-            ),
+            releases: release.is_some(),
+            release,
+            hears_providers: providers_changed.is_some(),
+            providers_changed,
+            ..LimiterPlugin::with_pool(Pool::new(members, owner), on_error_admit, key_on, cluster)
+        }
+    }
+
+    /// A limiter answered by a native twin.
+    pub(crate) fn native(
+        twin: Box<dyn NativeLimiter>,
+        owner: crate::pool::Owner,
+        on_error_admit: bool,
+        key_on: crate::KeyOn,
+        cluster: Arc<crate::cluster::ClusterView>,
+    ) -> Self {
+        let (releases, hears_providers) = (twin.wants_release(), twin.wants_providers());
+        let member = Member::new(Runner::Native(twin));
+        LimiterPlugin {
+            releases,
+            hears_providers,
+            ..LimiterPlugin::with_pool(
+                Pool::new(vec![member], owner),
+                on_error_admit,
+                key_on,
+                cluster,
+            )
+        }
+    }
+
+    fn with_pool(
+        pool: Pool<Member>,
+        on_error_admit: bool,
+        key_on: crate::KeyOn,
+        cluster: Arc<crate::cluster::ClusterView>,
+    ) -> Self {
+        LimiterPlugin {
+            pool,
             on_error_admit,
             ids: RwLock::new(rustc_hash::FxHashMap::default()),
             keys: RwLock::new(Vec::new()),
             key_count: AtomicUsize::new(0),
             hasher: rustc_hash::FxBuildHasher,
             key_on,
-            release,
-            providers_changed,
+            releases: false,
+            release: None,
+            hears_providers: false,
+            providers_changed: None,
             cluster,
         }
     }
 
     /// Whether the plugin wants to hear how admitted requests end (it exports `release`).
     pub fn wants_release(&self) -> bool {
-        self.release.is_some()
+        self.releases
     }
 
     /// Tells the plugin a request admitted under `key` ended (`latency_ns` after its
@@ -146,17 +194,23 @@ impl LimiterPlugin {
     /// plain limiter is not called. A fault here only costs the plugin this sample (and
     /// its instance, replaced like any faulted one): the request has already ended.
     pub fn release(&self, key: u32, permits: u32, latency_ns: u64, dropped: bool) {
-        let Some(index) = &self.release else {
+        if !self.releases {
             return;
-        };
+        }
         let _ = self.pool.with(|member| {
-            self.catch_up(member).and_then(|()| {
-                member.inst.call_export::<(u32, u32, u64, bool), ()>(
+            self.catch_up(member)?;
+            match (&mut member.runner, &self.release) {
+                (Runner::Wasm(inst), Some(index)) => inst.call_export::<(u32, u32, u64, bool), ()>(
                     "release",
                     index,
                     (key, permits, latency_ns, dropped),
-                )
-            })
+                ),
+                (Runner::Wasm(_), None) => Ok(()),
+                (Runner::Native(twin), _) => {
+                    twin.release(key, permits, latency_ns, dropped);
+                    Ok(())
+                }
+            }
         });
     }
 
@@ -256,10 +310,12 @@ impl LimiterPlugin {
         self.pool
             .with(|member| {
                 self.catch_up(member).ok()?;
-                member
-                    .inst
-                    .call_optional::<(), (Vec<u8>,)>("export-state", ())
-                    .map(|(bytes,)| bytes)
+                match &mut member.runner {
+                    Runner::Wasm(inst) => inst
+                        .call_optional::<(), (Vec<u8>,)>("export-state", ())
+                        .map(|(bytes,)| bytes),
+                    Runner::Native(twin) => twin.export_state(),
+                }
             })
             .ok()
             .flatten()
@@ -270,10 +326,12 @@ impl LimiterPlugin {
     pub fn import_state(&self, state: &[u8]) -> bool {
         let mut took = false;
         self.pool.each(|member| {
-            took |= member
-                .inst
-                .call_optional::<(&[u8],), ()>("import-state", (state,))
-                .is_some();
+            took |= match &mut member.runner {
+                Runner::Wasm(inst) => inst
+                    .call_optional::<(&[u8],), ()>("import-state", (state,))
+                    .is_some(),
+                Runner::Native(twin) => twin.import_state(state),
+            };
         });
         took
     }
@@ -283,17 +341,20 @@ impl LimiterPlugin {
         let answer = self
             .pool
             .with(|member| {
-                self.catch_up(member).and_then(|()| {
-                    member.inst.call("acquire", |b, s| {
-                        b.call_acquire(s, key, permits, axle_core::now_ns())
-                    })
-                })
+                self.catch_up(member)?;
+                let now_ns = axle_core::now_ns();
+                match &mut member.runner {
+                    Runner::Wasm(inst) => inst
+                        .call("acquire", |b, s| b.call_acquire(s, key, permits, now_ns))
+                        .map(crate::convert::admission),
+                    Runner::Native(twin) => Ok(twin.acquire(key, permits, now_ns)),
+                }
             })
             .and_then(|answer| answer);
         {
             match answer {
                 Ok(admission) => Admitted {
-                    admission: crate::convert::admission(admission),
+                    admission,
                     by_plugin: true,
                 },
                 Err(_) => Admitted {
@@ -314,40 +375,67 @@ impl LimiterPlugin {
     /// only the keys interned since it last heard; a `cluster-limiter` also the provider
     /// counts, when they changed since it last heard (one atomic load otherwise).
     fn catch_up(&self, member: &mut Member) -> Result<(), Fault> {
-        if !member.inst.is_live() {
-            member.cluster_seen = 0;
-            let known = member.known.clone();
-            member.inst.ensure(0, move |bindings, store| {
-                for (id, key) in known.iter().enumerate() {
-                    bindings.call_key_defined(&mut *store, id as u32, key)?;
-                }
-                Ok(())
-            })?;
+        if let Runner::Wasm(inst) = &mut member.runner {
+            if !inst.is_live() {
+                member.cluster_seen = 0;
+                let known = member.known.clone();
+                inst.ensure(0, move |bindings, store| {
+                    for (id, key) in known.iter().enumerate() {
+                        bindings.call_key_defined(&mut *store, id as u32, key)?;
+                    }
+                    Ok(())
+                })?;
+            }
         }
         if member.known.len() < self.key_count.load(Acquire) {
             let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
             while member.known.len() < keys.len() {
                 let id = member.known.len();
                 let key = keys[id].clone();
-                member
-                    .inst
-                    .call("key-defined", |b, s| b.call_key_defined(s, id as u32, &key))?;
+                match &mut member.runner {
+                    Runner::Wasm(inst) => {
+                        inst.call("key-defined", |b, s| b.call_key_defined(s, id as u32, &key))?
+                    }
+                    Runner::Native(twin) => twin.key_defined(id as u32, spi_key(&key)),
+                }
                 member.known.push(key);
             }
         }
-        if let Some(index) = &self.providers_changed {
-            if self.cluster.version() != member.cluster_seen {
-                let (version, counts) = self.cluster.snapshot();
-                for (service, providers) in &counts {
-                    member.inst.call_export::<(&str, u32), ()>(
+        if self.hears_providers && self.cluster.version() != member.cluster_seen {
+            let (version, counts) = self.cluster.snapshot();
+            for (service, providers) in &counts {
+                match (&mut member.runner, &self.providers_changed) {
+                    (Runner::Wasm(inst), Some(index)) => inst.call_export::<(&str, u32), ()>(
                         "providers-changed",
                         index,
                         (service.as_str(), *providers),
-                    )?;
+                    )?,
+                    (Runner::Wasm(_), None) => {}
+                    (Runner::Native(twin), _) => twin.providers_changed(service, *providers),
                 }
-                member.cluster_seen = version;
             }
+            member.cluster_seen = version;
         }
         Ok(())
+    }
+}
+
+impl Member {
+    fn new(runner: Runner) -> Member {
+        Member {
+            runner,
+            known: Vec::new(),
+            cluster_seen: 0,
+        }
+    }
+}
+
+/// A key as a native twin takes it.
+fn spi_key(key: &LimitKey) -> axle_spi::LimitKey {
+    axle_spi::LimitKey {
+        service: key.service.clone(),
+        method: key.method.clone(),
+        consumer_app: key.consumer_app.clone(),
+        consumer_ip: key.consumer_ip.clone(),
     }
 }
