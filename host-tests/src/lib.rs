@@ -120,6 +120,24 @@ pub fn assert_round_robin(p: &LoadedPlugin) {
     assert_eq!(stats.faults(), 0, "{stats:?}");
 }
 
+/// How many of `picks` picks from set `set` went to each of endpoints `0..n`, the hash
+/// key counting up; every pick must be the plugin's own answer.
+pub fn plugin_picks(p: &LoadedPlugin, set: u32, n: usize, picks: u64) -> Vec<u32> {
+    let mut counts = vec![0u32; n];
+    for i in 0..picks {
+        let pick = selector(p)
+            .select(set, i)
+            .expect("a defined set is answered");
+        assert!(
+            pick.by_plugin,
+            "{}: the plugin answered, not the fallback: {pick:?}",
+            p.name
+        );
+        counts[pick.endpoint as usize] += 1;
+    }
+    counts
+}
+
 /// The `axle` binary next to the test executable (`cargo build -p axle` first; the
 /// README's test command does).
 pub fn axle_bin() -> PathBuf {

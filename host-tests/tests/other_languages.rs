@@ -17,8 +17,8 @@
 use std::path::PathBuf;
 
 use axle_host_tests::{
-    assert_round_robin, axle_bin, example_component, manifest, selector, table, SharedHost,
-    TestHost,
+    assert_round_robin, axle_bin, example_component, manifest, plugin_picks, selector, table,
+    SharedHost, TestHost,
 };
 
 /// One example build: where it is and the manifest keys it loads with.
@@ -137,22 +137,9 @@ fn axle_plugins_check_accepts_the_c_plugin() {
     axle_plugins_check_accepts(&C);
 }
 
-/// How many of `picks` picks from set 0 went to each of endpoints `0..n`; every pick must
-/// be the plugin's.
+/// How many of `picks` picks from set 0 went to each of endpoints `0..n`.
 fn picks_by_endpoint(p: &axle::plugin::LoadedPlugin, n: usize, picks: u64) -> Vec<u32> {
-    picks_by_set(p, 0, n, picks)
-}
-
-fn picks_by_set(p: &axle::plugin::LoadedPlugin, set: u32, n: usize, picks: u64) -> Vec<u32> {
-    let mut counts = vec![0u32; n];
-    for i in 0..picks {
-        let pick = selector(p)
-            .select(set, i)
-            .expect("a defined set is answered");
-        assert!(pick.by_plugin, "the plugin's pair answered: {pick:?}");
-        counts[pick.endpoint as usize] += 1;
-    }
-    counts
+    plugin_picks(p, 0, n, picks)
 }
 
 #[test]
@@ -190,7 +177,7 @@ fn c_least_active_draws_by_weight_and_the_kernel_keeps_the_less_loaded() {
     assert!((1_400..1_720).contains(&c[1]), "52 % expected: {c:?}");
     // A set of one member offers it alone.
     s.define_set(1, vec![2]);
-    assert_eq!(picks_by_set(&p, 1, 3, 50), [0, 0, 50]);
+    assert_eq!(plugin_picks(&p, 1, 3, 50), [0, 0, 50]);
     // Weight 0 is never drawn; a set of drained endpoints is served evenly (all idle
     // again, so every duel is a tie and the draws alone decide).
     facts

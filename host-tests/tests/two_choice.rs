@@ -9,8 +9,8 @@
 use axle::client::{CallOptions, Client};
 use axle::manifest::{ComponentSource, EndpointSpec, PluginKind, PluginSpec};
 use axle_host_tests::{
-    built_component, calls_at, example_component, manifest, rt, selector, table, ServeProcess,
-    TestHost,
+    built_component, calls_at, example_component, manifest, plugin_picks, rt, selector, table,
+    ServeProcess, TestHost,
 };
 
 fn fixture(t: &TestHost, mode: &str) -> axle::plugin::LoadedPlugin {
@@ -24,14 +24,8 @@ fn fixture(t: &TestHost, mode: &str) -> axle::plugin::LoadedPlugin {
 }
 
 /// Every pick of `n` from set 0, by endpoint; each must be the plugin's.
-fn picks(p: &axle::plugin::LoadedPlugin, n: u64) -> [u32; 3] {
-    let mut counts = [0u32; 3];
-    for i in 0..n {
-        let pick = selector(p).select(0, i).unwrap();
-        assert!(pick.by_plugin, "the plugin's pair answered");
-        counts[pick.endpoint as usize] += 1;
-    }
-    counts
+fn picks(p: &axle::plugin::LoadedPlugin, n: u64) -> Vec<u32> {
+    plugin_picks(p, 0, 3, n)
 }
 
 #[test]

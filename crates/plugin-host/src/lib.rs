@@ -231,19 +231,9 @@ impl PluginHost {
             PluginKind::Selector if self.native_selector(spec).is_some() => {
                 let make = self.native_selector(spec).expect("checked above");
                 let twin = make(&config::flatten(&spec.config)).map_err(fail)?;
-                let owner = pool::Owner {
-                    name: spec.name.as_str().into(),
-                    stats: stats.clone(),
-                    timeout_ms: spec.timeout_ms,
-                };
-                (
-                    Plugin::Selector(Arc::new(SelectorPlugin::native(
-                        twin,
-                        owner,
-                        self.facts.clone(),
-                    ))),
-                    LoadReport::native(),
-                )
+                let owner = native_owner(spec, &stats);
+                let plugin = SelectorPlugin::native(twin, owner, self.facts.clone());
+                (Plugin::Selector(Arc::new(plugin)), LoadReport::native())
             }
             PluginKind::Selector => {
                 let (instances, report) = self.instances::<SelectorKind>(spec, &stats)?;
@@ -267,21 +257,11 @@ impl PluginHost {
             PluginKind::Limiter if self.native_limiter(spec).is_some() => {
                 let make = self.native_limiter(spec).expect("checked above");
                 let twin = make(&config::flatten(&spec.config)).map_err(fail)?;
-                let owner = pool::Owner {
-                    name: spec.name.as_str().into(),
-                    stats: stats.clone(),
-                    timeout_ms: spec.timeout_ms,
-                };
-                (
-                    Plugin::Limiter(Arc::new(LimiterPlugin::native(
-                        twin,
-                        owner,
-                        spec.on_error_admit,
-                        spec.key_on,
-                        self.cluster.clone(),
-                    ))),
-                    LoadReport::native(),
-                )
+                let owner = native_owner(spec, &stats);
+                let (admit, key_on) = (spec.on_error_admit, spec.key_on);
+                let plugin =
+                    LimiterPlugin::native(twin, owner, admit, key_on, self.cluster.clone());
+                (Plugin::Limiter(Arc::new(plugin)), LoadReport::native())
             }
             PluginKind::Limiter => {
                 let (instances, report) = self.instances::<LimiterKind>(spec, &stats)?;
@@ -319,18 +299,12 @@ impl PluginHost {
 
     /// The native twin given for this selector's builtin component, if any.
     fn native_selector(&self, spec: &PluginSpec) -> Option<&native::MakeSelector> {
-        match &spec.component {
-            ComponentSource::Builtin(name) => self.natives.selector_for(name),
-            ComponentSource::File(_) => None,
-        }
+        builtin_name(spec).and_then(|name| self.natives.selector_for(name))
     }
 
     /// The native twin given for this limiter's builtin component, if any.
     fn native_limiter(&self, spec: &PluginSpec) -> Option<&native::MakeLimiter> {
-        match &spec.component {
-            ComponentSource::Builtin(name) => self.natives.limiter_for(name),
-            ComponentSource::File(_) => None,
-        }
+        builtin_name(spec).and_then(|name| self.natives.limiter_for(name))
     }
 
     /// The floor component of `axle bench plugins`, as a live instance.
@@ -456,6 +430,23 @@ pub fn component_changed(spec: &PluginSpec, digest: &[u8; 32]) -> bool {
             Ok(bytes) => blake3::hash(&bytes).as_bytes() != digest,
             Err(_) => false,
         },
+    }
+}
+
+/// `NAME` of a `builtin:NAME` component (a twin is never used for a file).
+fn builtin_name(spec: &PluginSpec) -> Option<&str> {
+    match &spec.component {
+        ComponentSource::Builtin(name) => Some(name),
+        ComponentSource::File(_) => None,
+    }
+}
+
+/// The pool owner of a native twin: one member, the spec's name, counters and wait.
+fn native_owner(spec: &PluginSpec, stats: &Arc<PluginStats>) -> pool::Owner {
+    pool::Owner {
+        name: spec.name.as_str().into(),
+        stats: stats.clone(),
+        timeout_ms: spec.timeout_ms,
     }
 }
 
