@@ -70,6 +70,24 @@ impl SharedHost {
     pub fn cache_dir(&self) -> &Path {
         self.test.cache.path()
     }
+
+    /// A host of its own over the shared artifact cache: its own facts table, so a test
+    /// can set endpoint facts without racing the other tests of the process.
+    pub fn own_host(&self) -> PluginHost {
+        PluginHost::new(Some(self.cache_dir().to_path_buf())).expect("plugin host")
+    }
+
+    /// Like [`SharedHost::load`], into `host` (from [`SharedHost::own_host`]).
+    pub fn load_into(
+        &self,
+        host: &PluginHost,
+        manifest: &str,
+        name: &str,
+    ) -> Result<LoadedPlugin, LoadError> {
+        let _one_at_a_time = self.loading.lock().unwrap_or_else(|e| e.into_inner());
+        let m = Manifest::parse(manifest, "test.toml", Path::new("/")).expect("valid manifest");
+        host.load(m.plugins.get(name).expect("plugin in manifest"))
+    }
 }
 
 /// A hostile fixture built by `host-tests/build.rs`, e.g. `axle_fixture_trap`.

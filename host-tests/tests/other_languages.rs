@@ -7,9 +7,10 @@
 //! loaded through the real plugin host, must behave like `plugins/selector-round-robin`,
 //! must reject an unknown config key at load, and must pass `axle plugins check`.
 //!
-//! A second C example is a two-choice selector (`plugins/examples/c/least-active`): it must
-//! draw by weight and let the kernel keep the less loaded candidate, like
-//! `plugins/selector-least-active`, on the kernel's own facts.
+//! A second example, in C and in Python, is a two-choice selector
+//! (`plugins/examples/<lang>/least-active`): it must draw by weight and let the kernel keep
+//! the less loaded candidate, like `plugins/selector-least-active`, on the kernel's own
+//! facts.
 //!
 //! The interpreted guests are big (1.5-18 MiB) and take seconds to compile, so these tests
 //! share one host and artifact cache ([`SharedHost`]): each component compiles once per run.
@@ -18,7 +19,7 @@ use std::path::PathBuf;
 
 use axle_host_tests::{
     assert_round_robin, axle_bin, example_component, manifest, plugin_picks, selector, table,
-    SharedHost, TestHost,
+    SharedHost,
 };
 
 /// One example build: where it is and the manifest keys it loads with.
@@ -42,12 +43,18 @@ const C: Example = Example {
     file: "round-robin",
     extra: "",
 };
-/// The two-choice example, seeded so its draws repeat from run to run.
+/// The two-choice examples.
 const C_LEAST_ACTIVE: Example = Example {
     name: "la-c",
     lang: "c",
     file: "least-active",
     extra: "",
+};
+const PYTHON_LEAST_ACTIVE: Example = Example {
+    name: "la-py",
+    lang: "python",
+    file: "least-active",
+    extra: "memory-mib = 128",
 };
 const PYTHON: Example = Example {
     name: "rr-py",
@@ -142,15 +149,17 @@ fn picks_by_endpoint(p: &axle::plugin::LoadedPlugin, n: usize, picks: u64) -> Ve
     plugin_picks(p, 0, n, picks)
 }
 
-#[test]
-fn c_least_active_draws_by_weight_and_the_kernel_keeps_the_less_loaded() {
-    let t = TestHost::new();
-    let facts = t.host.facts();
+/// The behaviour of `plugins/selector-least-active`, through the real host, with the
+/// kernel's facts set by hand.
+fn least_active_draws_by_weight_and_the_kernel_keeps_the_less_loaded(ex: &Example) {
+    let shared = SharedHost::get();
+    let host = shared.own_host();
+    let facts = host.facts();
     for (id, weight) in [(0, 100), (1, 100), (2, 600)] {
         facts.register(id, weight);
     }
-    let p = t
-        .load(&C_LEAST_ACTIVE.manifest("seed = 5"), C_LEAST_ACTIVE.name)
+    let p = shared
+        .load_into(&host, &ex.manifest("seed = 5"), ex.name)
         .unwrap();
     let s = selector(&p);
     let measure = s
@@ -200,11 +209,10 @@ fn c_least_active_draws_by_weight_and_the_kernel_keeps_the_less_loaded() {
     assert_eq!(p.stats.snapshot().faults(), 0, "{:?}", p.stats.snapshot());
 }
 
-#[test]
-fn c_least_active_rejects_bad_config_at_load() {
-    rejects_unknown_config_keys_at_load(&C_LEAST_ACTIVE);
-    let msg = TestHost::new()
-        .load(&C_LEAST_ACTIVE.manifest("seed = -1"), C_LEAST_ACTIVE.name)
+fn least_active_rejects_bad_config_at_load(ex: &Example) {
+    rejects_unknown_config_keys_at_load(ex);
+    let msg = SharedHost::get()
+        .load(&ex.manifest("seed = -1"), ex.name)
         .err()
         .expect("a negative seed is refused")
         .to_string();
@@ -215,8 +223,33 @@ fn c_least_active_rejects_bad_config_at_load() {
 }
 
 #[test]
+fn c_least_active_draws_by_weight_and_the_kernel_keeps_the_less_loaded() {
+    least_active_draws_by_weight_and_the_kernel_keeps_the_less_loaded(&C_LEAST_ACTIVE);
+}
+
+#[test]
+fn c_least_active_rejects_bad_config_at_load() {
+    least_active_rejects_bad_config_at_load(&C_LEAST_ACTIVE);
+}
+
+#[test]
 fn axle_plugins_check_accepts_the_c_two_choice_plugin() {
     axle_plugins_check_accepts(&C_LEAST_ACTIVE);
+}
+
+#[test]
+fn python_least_active_draws_by_weight_and_the_kernel_keeps_the_less_loaded() {
+    least_active_draws_by_weight_and_the_kernel_keeps_the_less_loaded(&PYTHON_LEAST_ACTIVE);
+}
+
+#[test]
+fn python_least_active_rejects_bad_config_at_load() {
+    least_active_rejects_bad_config_at_load(&PYTHON_LEAST_ACTIVE);
+}
+
+#[test]
+fn axle_plugins_check_accepts_the_python_two_choice_plugin() {
+    axle_plugins_check_accepts(&PYTHON_LEAST_ACTIVE);
 }
 
 #[test]
@@ -269,7 +302,14 @@ fn axle_plugins_check_accepts_the_js_starlingmonkey_plugin() {
 /// example answered through the bench at every endpoint count).
 #[test]
 fn axle_bench_plugins_measures_every_example() {
-    let examples = [C, C_LEAST_ACTIVE, PYTHON, QUICKJS, STARLINGMONKEY];
+    let examples = [
+        C,
+        C_LEAST_ACTIVE,
+        PYTHON,
+        PYTHON_LEAST_ACTIVE,
+        QUICKJS,
+        STARLINGMONKEY,
+    ];
     let host = SharedHost::get();
     let mut text = String::new();
     for ex in &examples {
