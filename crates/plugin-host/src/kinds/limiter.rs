@@ -84,17 +84,41 @@ pub struct LimiterPlugin {
     key_count: AtomicUsize,
     hasher: rustc_hash::FxBuildHasher,
     key_on: crate::KeyOn,
-    /// Whether the plugin hears how admitted requests end (the `concurrency-limiter`
-    /// world's `release`), found once at load: a plain limiter is never called back.
-    releases: bool,
-    /// The component's `release` export, when it has one.
-    release: Option<wasmtime::component::ComponentExportIndex>,
-    /// Whether the plugin hears provider counts (the `cluster-limiter` world), and the
+    /// Whether and how the plugin hears how admitted requests end (the
+    /// `concurrency-limiter` world's `release`), found once at load: a plain limiter is
+    /// never called back.
+    release: Hears,
+    /// Whether and how it hears provider counts (the `cluster-limiter` world), and the
     /// view they come from.
-    hears_providers: bool,
-    /// The component's `providers-changed` export, when it has one.
-    providers_changed: Option<wasmtime::component::ComponentExportIndex>,
+    providers_changed: Hears,
     cluster: Arc<crate::cluster::ClusterView>,
+}
+
+/// Whether a plugin hears one of the optional calls, and through what.
+enum Hears {
+    No,
+    /// The component's export of that name.
+    Export(wasmtime::component::ComponentExportIndex),
+    /// The native twin's method (it said it wants the call).
+    Native,
+}
+
+impl Hears {
+    fn export(index: Option<wasmtime::component::ComponentExportIndex>) -> Hears {
+        index.map_or(Hears::No, Hears::Export)
+    }
+
+    fn native(wants: bool) -> Hears {
+        if wants {
+            Hears::Native
+        } else {
+            Hears::No
+        }
+    }
+
+    fn any(&self) -> bool {
+        !matches!(self, Hears::No)
+    }
 }
 
 /// The answer of [`LimiterPlugin::acquire`].
@@ -125,17 +149,13 @@ impl LimiterPlugin {
             .instance_pre()
             .component()
             .clone();
-        let release = component.get_export_index(None, "release");
-        let providers_changed = component.get_export_index(None, "providers-changed");
         let members = instances
             .into_iter()
             .map(|inst| Member::new(Runner::Wasm(inst)))
             .collect();
         LimiterPlugin {
-            releases: release.is_some(),
-            release,
-            hears_providers: providers_changed.is_some(),
-            providers_changed,
+            release: Hears::export(component.get_export_index(None, "release")),
+            providers_changed: Hears::export(component.get_export_index(None, "providers-changed")),
             ..LimiterPlugin::with_pool(Pool::new(members, owner), on_error_admit, key_on, cluster)
         }
     }
@@ -148,11 +168,12 @@ impl LimiterPlugin {
         key_on: crate::KeyOn,
         cluster: Arc<crate::cluster::ClusterView>,
     ) -> Self {
-        let (releases, hears_providers) = (twin.wants_release(), twin.wants_providers());
+        let release = Hears::native(twin.wants_release());
+        let providers_changed = Hears::native(twin.wants_providers());
         let member = Member::new(Runner::Native(twin));
         LimiterPlugin {
-            releases,
-            hears_providers,
+            release,
+            providers_changed,
             ..LimiterPlugin::with_pool(
                 Pool::new(vec![member], owner),
                 on_error_admit,
@@ -176,17 +197,15 @@ impl LimiterPlugin {
             key_count: AtomicUsize::new(0),
             hasher: rustc_hash::FxBuildHasher,
             key_on,
-            releases: false,
-            release: None,
-            hears_providers: false,
-            providers_changed: None,
+            release: Hears::No,
+            providers_changed: Hears::No,
             cluster,
         }
     }
 
     /// Whether the plugin wants to hear how admitted requests end (it exports `release`).
     pub fn wants_release(&self) -> bool {
-        self.releases
+        self.release.any()
     }
 
     /// Tells the plugin a request admitted under `key` ended (`latency_ns` after its
@@ -194,22 +213,23 @@ impl LimiterPlugin {
     /// plain limiter is not called. A fault here only costs the plugin this sample (and
     /// its instance, replaced like any faulted one): the request has already ended.
     pub fn release(&self, key: u32, permits: u32, latency_ns: u64, dropped: bool) {
-        if !self.releases {
+        if !self.release.any() {
             return;
         }
         let _ = self.pool.with(|member| {
             self.catch_up(member)?;
             match (&mut member.runner, &self.release) {
-                (Runner::Wasm(inst), Some(index)) => inst.call_export::<(u32, u32, u64, bool), ()>(
-                    "release",
-                    index,
-                    (key, permits, latency_ns, dropped),
-                ),
-                (Runner::Wasm(_), None) => Ok(()),
-                (Runner::Native(twin), _) => {
+                (Runner::Wasm(inst), Hears::Export(index)) => inst
+                    .call_export::<(u32, u32, u64, bool), ()>(
+                        "release",
+                        index,
+                        (key, permits, latency_ns, dropped),
+                    ),
+                (Runner::Native(twin), Hears::Native) => {
                     twin.release(key, permits, latency_ns, dropped);
                     Ok(())
                 }
+                _ => Ok(()),
             }
         });
     }
@@ -401,17 +421,20 @@ impl LimiterPlugin {
                 member.known.push(key);
             }
         }
-        if self.hears_providers && self.cluster.version() != member.cluster_seen {
+        if self.providers_changed.any() && self.cluster.version() != member.cluster_seen {
             let (version, counts) = self.cluster.snapshot();
             for (service, providers) in &counts {
                 match (&mut member.runner, &self.providers_changed) {
-                    (Runner::Wasm(inst), Some(index)) => inst.call_export::<(&str, u32), ()>(
-                        "providers-changed",
-                        index,
-                        (service.as_str(), *providers),
-                    )?,
-                    (Runner::Wasm(_), None) => {}
-                    (Runner::Native(twin), _) => twin.providers_changed(service, *providers),
+                    (Runner::Wasm(inst), Hears::Export(index)) => inst
+                        .call_export::<(&str, u32), ()>(
+                            "providers-changed",
+                            index,
+                            (service.as_str(), *providers),
+                        )?,
+                    (Runner::Native(twin), Hears::Native) => {
+                        twin.providers_changed(service, *providers)
+                    }
+                    _ => {}
                 }
             }
             member.cluster_seen = version;
