@@ -122,8 +122,11 @@ pub fn score(s: &mut axle_plugin_availability::Availability, stats: &WindowStats
 
 /// What a limiter twin says of itself: the limiter world its component is built for.
 #[derive(Clone, Copy)]
+// Every shipped limiter world includes `stateful-limiter`, so every twin hands its state
+// over in a hot swap, as its component does (checked in `tests/native_twins.rs`).
 enum LimiterWorld {
-    Plain,
+    /// `stateful-limiter` alone.
+    Stateful,
     /// `concurrency-limiter`: hears `release`.
     Concurrency,
     /// `cluster-limiter`: hears provider counts.
@@ -182,8 +185,8 @@ fn limiter_maker(name: &str) -> Option<axle::plugin::native::MakeLimiter> {
     }
     use LimiterWorld::*;
     Some(match name {
-        "token-bucket" => make::<axle_plugin_token_bucket::TokenBucket>(Plain),
-        "sliding-window" => make::<axle_plugin_sliding_window::SlidingWindow>(Plain),
+        "token-bucket" => make::<axle_plugin_token_bucket::TokenBucket>(Stateful),
+        "sliding-window" => make::<axle_plugin_sliding_window::SlidingWindow>(Stateful),
         "adaptive-concurrency" => {
             make::<axle_plugin_adaptive_concurrency::AdaptiveConcurrency>(Concurrency)
         }

@@ -150,3 +150,27 @@ fn a_twins_state_goes_to_the_next_version_as_a_components_does() {
     // The emptied bucket came along: nothing left to admit.
     assert_eq!(admits(&new, "orders", 1), [false]);
 }
+
+#[test]
+fn a_twin_hands_state_over_only_where_its_component_does() {
+    let configs = [
+        ("token-bucket", "rate = 1"),
+        ("sliding-window", "rate = 1"),
+        ("adaptive-concurrency", ""),
+        ("cluster-rate", "rate = 1"),
+    ];
+    for (name, config) in configs {
+        let (component, twin) = both(name, config);
+        let (c, t) = (limiter(&component), limiter(&twin));
+        assert_eq!(
+            c.export_state().is_some(),
+            t.export_state().is_some(),
+            "{name}: export-state"
+        );
+        assert_eq!(
+            c.import_state(&[]),
+            t.import_state(&[]),
+            "{name}: import-state"
+        );
+    }
+}
