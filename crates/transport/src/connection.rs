@@ -11,11 +11,13 @@
 //! closed): [`Connection::connect_watched`].
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -355,13 +357,64 @@ impl Connection {
     }
 
     /// Sends a request and waits for its response until `deadline`.
-    pub async fn call(
+    ///
+    /// The request is checked and queued when `call` is called; the future only waits
+    /// (for room in a full queue, then for the answer), so it holds neither the frame nor
+    /// its metadata. A caller's futures nest this one and are moved by copying, so
+    /// every byte held here is copied at each level above (`docs/performance.md`, "The
+    /// size of a call's future"). Dropped before the answer came, polled or not, it
+    /// forgets the request and tells the peer to cancel it.
+    pub fn call(
         &self,
         flags: u16,
         meta: Metadata,
         payload: Bytes,
         deadline: Instant,
-    ) -> Result<Frame, TransportError> {
+    ) -> impl Future<Output = Result<Frame, TransportError>> + Send + '_ {
+        let sent = self.send_request(flags, meta, payload);
+        async move {
+            let (mut guard, rx, room) = sent?;
+            if let Some(room) = room {
+                if room.await.is_err() {
+                    guard.armed = false;
+                    self.forget(guard.id);
+                    return Err(TransportError::Draining {
+                        addr: self.shared.addr.clone(),
+                    });
+                }
+            }
+            match tokio::time::timeout_at(deadline.into(), rx).await {
+                Ok(Ok(result)) => {
+                    guard.armed = false;
+                    result
+                }
+                // The sender was dropped without an answer: the connection failed.
+                Ok(Err(_)) => {
+                    guard.armed = false;
+                    Err(self.lost())
+                }
+                Err(_) => Err(TransportError::Timeout), // guard cancels
+            }
+        }
+    }
+
+    /// The checks before a request is sent, its frame queued for the writer: the request's
+    /// place in the table of answers, where its answer arrives, and the send still waiting
+    /// for room when the writer's queue was full (boxed: only then is there one).
+    #[allow(clippy::type_complexity)]
+    fn send_request(
+        &self,
+        flags: u16,
+        meta: Metadata,
+        payload: Bytes,
+    ) -> Result<
+        (
+            Waiting<'_>,
+            Answer<'_>,
+            Option<BoxFuture<'_, Result<(), ()>>>,
+        ),
+        TransportError,
+    > {
         if !self.usable() {
             return Err(TransportError::Draining {
                 addr: self.shared.addr.clone(),
@@ -398,34 +451,24 @@ impl Connection {
             crate::encoding::outgoing(&self.limits.compression, &mut frame, accepts);
         }
         // Queued at once unless the writer's queue is full; only then is there a send to
-        // wait for, boxed so that every call's future does not carry its room.
-        let queued = match self.tx.try_send(frame) {
-            Ok(()) => true,
+        // wait for.
+        let room = match self.tx.try_send(frame) {
+            Ok(()) => None,
             Err(mpsc::error::TrySendError::Full(frame)) => {
-                Box::pin(self.tx.send(frame)).await.is_ok()
+                let tx = &self.tx;
+                let send: BoxFuture<'_, Result<(), ()>> =
+                    Box::pin(async move { tx.send(frame).await.map_err(|_| ()) });
+                Some(send)
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                guard.armed = false;
+                self.forget(id);
+                return Err(TransportError::Draining {
+                    addr: self.shared.addr.clone(),
+                });
+            }
         };
-        if !queued {
-            guard.armed = false;
-            self.forget(id);
-            return Err(TransportError::Draining {
-                addr: self.shared.addr.clone(),
-            });
-        }
-        let answer = tokio::time::timeout_at(deadline.into(), rx).await;
-        match answer {
-            Ok(Ok(result)) => {
-                guard.armed = false;
-                result
-            }
-            // The sender was dropped without an answer: the connection failed.
-            Ok(Err(_)) => {
-                guard.armed = false;
-                Err(self.lost())
-            }
-            Err(_) => Err(TransportError::Timeout), // guard cancels
-        }
+        Ok((guard, rx, room))
     }
 
     /// A heartbeat: a ping answered within `timeout`, measured. Works on a draining
