@@ -530,8 +530,7 @@ impl Pipeline {
 
 impl Dispatch for Pipeline {
     fn dispatch(self: Arc<Self>, request: Frame, peer: &Arc<Peer>) -> BoxFuture<'static, Frame> {
-        let peer = peer.clone();
-        Box::pin(async move { pipeline::run(&self, request, &peer).await })
+        Box::pin(pipeline::run(self, request, peer.clone()))
     }
 
     fn keeps_running(&self, request: &Frame) -> bool {

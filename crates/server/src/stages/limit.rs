@@ -208,14 +208,16 @@ limiter = \"one\"
         // Past the one token `*/*` would have: every one is still `not_found`.
         for i in 0..20 {
             let service = format!("nope{}", i % 3);
-            let answer = crate::pipeline::run(p, request(i, &service, "x"), &peer).await;
+            let answer =
+                crate::pipeline::run(p.clone(), request(i, &service, "x"), peer.clone()).await;
             assert_eq!(answer.meta.error_class, Some(ErrorClass::NotFound), "{i}");
         }
         assert_eq!(limiter_calls(), before, "the limiter never saw them");
         // A served method meets the limiter: its one token, then a rejection.
-        let ok = crate::pipeline::run(p, request(100, "echo", "a"), &peer).await;
+        let ok = crate::pipeline::run(p.clone(), request(100, "echo", "a"), peer.clone()).await;
         assert_eq!(ok.meta.error_class, None);
-        let limited = crate::pipeline::run(p, request(101, "echo", "b"), &peer).await;
+        let limited =
+            crate::pipeline::run(p.clone(), request(101, "echo", "b"), peer.clone()).await;
         assert_eq!(limited.meta.error_class, Some(ErrorClass::RateLimited));
         assert!(limiter_calls() > before);
 
@@ -281,19 +283,20 @@ max-limit = 2
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             }
             assert_eq!(entered.load(std::sync::atomic::Ordering::SeqCst), 2);
-            let third = crate::pipeline::run(p, request(3, "echo", "a"), &peer).await;
+            let third =
+                crate::pipeline::run(p.clone(), request(3, "echo", "a"), peer.clone()).await;
             assert_eq!(third.meta.error_class, Some(ErrorClass::RateLimited));
             gate.add_permits(1000);
         };
         let (a, b, ()) = futures::join!(
-            crate::pipeline::run(p, request(1, "echo", "a"), &peer),
-            crate::pipeline::run(p, request(2, "echo", "a"), &peer),
+            crate::pipeline::run(p.clone(), request(1, "echo", "a"), peer.clone()),
+            crate::pipeline::run(p.clone(), request(2, "echo", "a"), peer.clone()),
             held
         );
         assert_eq!((a.meta.error_class, b.meta.error_class), (None, None));
         // Released: the limit has room again, request after request.
         for i in 10..20 {
-            let ok = crate::pipeline::run(p, request(i, "echo", "a"), &peer).await;
+            let ok = crate::pipeline::run(p.clone(), request(i, "echo", "a"), peer.clone()).await;
             assert_eq!(ok.meta.error_class, None, "request {i}");
         }
         // 2 + 1 + 10 acquires, 12 releases, and the one key's definition.
@@ -313,7 +316,7 @@ max-limit = 2
         let p = &server.pipeline;
         let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
         for i in 0..10 {
-            let ok = crate::pipeline::run(p, request(i, "echo", "a"), &peer).await;
+            let ok = crate::pipeline::run(p.clone(), request(i, "echo", "a"), peer.clone()).await;
             assert_eq!(ok.meta.error_class, None, "request {i}");
         }
         // Had the shadow not heard each end, its limit of two would have been full from
