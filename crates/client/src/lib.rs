@@ -35,6 +35,7 @@ pub use stages::count::CallCounts;
 pub use state::ClientConfig;
 pub use views::{EndpointView, PolicyView, ServiceView};
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -249,13 +250,17 @@ impl Client {
 
     /// A call whose payload is already bytes (content type `raw` unless `content_type`
     /// says otherwise): no serializer runs.
-    pub async fn call_raw(
-        &self,
-        service: &str,
-        method: &str,
+    ///
+    /// The call's future is `invoke`'s own, not one wrapping it: a future is moved by
+    /// copying, each level once (`docs/performance.md`, "The size of a call's future").
+    /// Its budget runs from this call.
+    pub fn call_raw<'a>(
+        &'a self,
+        service: &'a str,
+        method: &'a str,
         body: Bytes,
-        options: &CallOptions,
-    ) -> Result<Reply, CallError> {
+        options: &'a CallOptions,
+    ) -> impl Future<Output = Result<Reply, CallError>> + Send + 'a {
         self.invoke(
             service,
             method,
@@ -265,7 +270,6 @@ impl Client {
             options,
             Instant::now(),
         )
-        .await
     }
 
     /// The counters of the plugins this client runs (calls, faults by cause, replaced

@@ -88,12 +88,14 @@ impl Client {
             let budget_end = started + options.timeout.unwrap_or(g.timeout());
             match stages::intercept::before(&policy.interceptors, &seen, budget_end) {
                 Ok(None) => options,
+                // Boxed: only a call whose interceptors set tags needs it, and it would
+                // sit in every call's future.
                 Ok(Some(tags)) => {
-                    retagged = CallOptions {
+                    retagged = Box::new(CallOptions {
                         tags,
                         ..options.clone()
-                    };
-                    &retagged
+                    });
+                    &*retagged
                 }
                 Err(refused) => {
                     let refused = Err(refused);
@@ -113,10 +115,15 @@ impl Client {
         let deadline = started + options.timeout.unwrap_or(g.timeout());
         let trace = crate::trace::for_call(options.trace);
         let span = crate::trace::call_span(service, method, &trace, options.trace.as_ref());
-        let result = match policy.breaker.pass() {
-            None => Err(CallError::BreakerOpen {
-                target: format!("{service}/{method}"),
-            }),
+        // With how long the attempts took (one clock reading for the breaker and the
+        // counters).
+        let (result, took) = match policy.breaker.pass() {
+            None => (
+                Err(CallError::BreakerOpen {
+                    target: format!("{service}/{method}"),
+                }),
+                None,
+            ),
             Some(pass) => {
                 svc.budget.deposit();
                 let call = Call {
@@ -135,9 +142,10 @@ impl Client {
                     attempts: Default::default(),
                 };
                 let result = self.attempts(&call, g).instrument(span.clone()).await;
-                let slow = policy.breaker.is_slow(started.elapsed());
+                let took = started.elapsed();
+                let slow = policy.breaker.is_slow(took);
                 pass.record(stages::feedback::verdict(&result, slow));
-                result
+                (result, Some(took))
             }
         };
         let seen = stages::intercept::Seen {
@@ -148,9 +156,12 @@ impl Client {
         };
         let result = stages::intercept::after(&policy.interceptors, &seen, deadline, result);
         crate::trace::ended(&span, &result);
-        policy
-            .counters
-            .ended(&result, started.elapsed().as_nanos() as u64);
+        // Read again only when client-after interceptors ran since.
+        let took = match took {
+            Some(took) if policy.interceptors.is_empty() => took,
+            _ => started.elapsed(),
+        };
+        policy.counters.ended(&result, took.as_nanos() as u64);
         if let (Some(cache), Ok(reply)) = (&policy.cache, &result) {
             cache.put(method, content_type, &body, reply);
         }
@@ -184,7 +195,10 @@ impl Client {
                 (None, Some(delay)) => {
                     Box::pin(self.hedged(call, &candidates, &mut tried, delay)).await
                 }
-                (None, None) => self.attempt(call, &candidates, &mut tried).await,
+                (None, None) => match self.choose(call, &candidates, &mut tried) {
+                    Ok(attempt) => self.send_to(call, attempt).await,
+                    Err(e) => Err(e),
+                },
             };
             let err = match result {
                 Ok(reply) => return Ok(reply),
@@ -251,17 +265,6 @@ impl Client {
                 tokio::time::sleep(wait).await;
             }
         }
-    }
-
-    /// One attempt: select (excluding `tried`), send, feed the outcome back.
-    async fn attempt(
-        &self,
-        call: &Call<'_>,
-        candidates: &stages::route::Candidates,
-        tried: &mut stages::select::Tried,
-    ) -> Result<Reply, CallError> {
-        let attempt = self.choose(call, candidates, tried)?;
-        self.send_to(call, attempt).await
     }
 
     /// Picks the next endpoint (excluding `tried`, and endpoints whose breaker is open)
