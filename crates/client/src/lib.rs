@@ -94,14 +94,12 @@ pub(crate) struct Call<'a> {
 }
 
 /// Makes calls to the services a manifest (or the caller) names.
+///
+/// A clone shares everything (one reference count: callers clone a client into each
+/// task, often once per call).
 #[derive(Clone)]
 pub struct Client {
     state: Arc<ClientState>,
-    /// The health monitor starts with the first call (it needs a Tokio runtime, which a
-    /// client may be built without).
-    monitor: Arc<std::sync::OnceLock<()>>,
-    /// The run-time rules applied (or refused), for the stats.
-    rules: rules::RuleBook,
 }
 
 impl Client {
@@ -109,8 +107,6 @@ impl Client {
     pub fn new(host: &PluginHost, config: ClientConfig) -> anyhow::Result<Client> {
         let client = Client {
             state: Arc::new(ClientState::build(host, config)?),
-            monitor: Arc::new(std::sync::OnceLock::new()),
-            rules: rules::RuleBook::default(),
         };
         client.start_monitor();
         Ok(client)
@@ -118,8 +114,9 @@ impl Client {
 
     /// Starts the health monitor if it is not running and a runtime is at hand.
     fn start_monitor(&self) {
-        if self.monitor.get().is_none() && tokio::runtime::Handle::try_current().is_ok() {
-            self.monitor
+        if self.state.monitor.get().is_none() && tokio::runtime::Handle::try_current().is_ok() {
+            self.state
+                .monitor
                 .get_or_init(|| crate::health::monitor::spawn(&self.state));
         }
     }
@@ -310,12 +307,12 @@ impl Client {
     /// Records how `status.service`'s run-time rule stands (whoever follows the rules
     /// calls this after each version, applied or refused).
     pub fn set_rule_status(&self, status: rules::RuleStatus) {
-        self.rules.set(status);
+        self.state.rules.set(status);
     }
 
     /// The run-time rules this client follows, per service (`axle stats` shows them).
     pub fn rules(&self) -> Vec<rules::RuleStatus> {
-        self.rules.all()
+        self.state.rules.all()
     }
 
     /// The manifest the client's plugins come from now.

@@ -309,6 +309,11 @@ pub struct ClientState {
     /// closed): wakes the monitor's re-dialling (`health::redial`).
     pub links: Arc<tokio::sync::Notify>,
     events: tokio::sync::broadcast::Sender<HealthEvent>,
+    /// Set once the health monitor runs (it starts with the first call: it needs a Tokio
+    /// runtime, which a client may be built without).
+    pub monitor: std::sync::OnceLock<()>,
+    /// The run-time rules applied (or refused), for the stats.
+    pub rules: crate::rules::RuleBook,
 }
 
 impl ClientState {
@@ -364,6 +369,8 @@ impl ClientState {
             changed: Arc::new(tokio::sync::Notify::new()),
             links: Arc::new(tokio::sync::Notify::new()),
             events: tokio::sync::broadcast::channel(256).0,
+            monitor: std::sync::OnceLock::new(),
+            rules: crate::rules::RuleBook::default(),
         };
         for (service, list) in per_service {
             state.set_endpoints(&service, list)?;
