@@ -28,10 +28,14 @@ impl TestHost {
     /// Loads plugin `name` from a manifest given as text (relative paths resolve against
     /// `base`).
     pub fn load(&self, manifest: &str, name: &str) -> Result<LoadedPlugin, LoadError> {
-        let m = Manifest::parse(manifest, "test.toml", Path::new("/")).expect("valid manifest");
-        let spec = m.plugins.get(name).expect("plugin in manifest");
-        self.host.load(spec)
+        load_named(&self.host, manifest, name)
     }
+}
+
+/// Loads plugin `name` of `manifest` into `host`.
+fn load_named(host: &PluginHost, manifest: &str, name: &str) -> Result<LoadedPlugin, LoadError> {
+    let m = Manifest::parse(manifest, "test.toml", Path::new("/")).expect("valid manifest");
+    host.load(m.plugins.get(name).expect("plugin in manifest"))
 }
 
 impl Default for TestHost {
@@ -61,9 +65,7 @@ impl SharedHost {
 
     /// Like [`TestHost::load`], one load at a time.
     pub fn load(&self, manifest: &str, name: &str) -> Result<LoadedPlugin, LoadError> {
-        // A test that panicked while loading leaves nothing half-done behind: go on.
-        let _one_at_a_time = self.loading.lock().unwrap_or_else(|e| e.into_inner());
-        self.test.load(manifest, name)
+        self.load_into(&self.test.host, manifest, name)
     }
 
     /// The artifact cache directory (for `AXLE_CACHE_DIR` of an `axle` process).
@@ -84,9 +86,9 @@ impl SharedHost {
         manifest: &str,
         name: &str,
     ) -> Result<LoadedPlugin, LoadError> {
+        // A test that panicked while loading leaves nothing half-done behind: go on.
         let _one_at_a_time = self.loading.lock().unwrap_or_else(|e| e.into_inner());
-        let m = Manifest::parse(manifest, "test.toml", Path::new("/")).expect("valid manifest");
-        host.load(m.plugins.get(name).expect("plugin in manifest"))
+        load_named(host, manifest, name)
     }
 }
 
