@@ -29,6 +29,11 @@ impl AtomicEwma {
             .fetch_update(Relaxed, Relaxed, |old| Some(next(old, sample)));
     }
 
+    /// Forgets every sample.
+    pub fn reset(&self) {
+        self.0.store(0, Relaxed);
+    }
+
     /// The current average (0: no sample yet).
     pub fn get(&self) -> u64 {
         self.0.load(Relaxed)

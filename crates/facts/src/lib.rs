@@ -5,41 +5,31 @@
 //! Readers are lock-free: the table is an `ArcSwap` of cells indexed by endpoint id, and
 //! every counter is an atomic.
 
+mod load;
 mod window;
 
+pub use load::{LoadSlot, Loads};
 pub use window::{WindowCounts, BUCKETS as WINDOW_BUCKETS, WINDOW_MS};
 
 use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use axle_core::ewma::AtomicEwma;
 use axle_spi::OutcomeClass;
+use load::LoadBlock;
 use window::Window;
 
 pub use axle_core::now_ns;
 
-/// One endpoint's counters.
-///
-/// Laid out in declaration order on one cache line: the facts a pick reads (`load`: in
-/// flight, the three weight parts, latency) come first, and what finished calls taught
-/// (the window's 2.8 KiB of buckets, streaks, totals) is allocated apart, on the first
-/// finished call. With the window inline, 10,000 endpoints' cells spread over 29 MiB and
-/// a two-choice pick among them missed the caches and the TLB on both candidates. Now the
-/// cells of a table allocated in one go lie together, one line each (with the `Arc`'s
-/// counts, a line beside it: 1.25 MiB for 10,000, of which a pick touches 625 KiB, within
-/// a core's L2 here), and only a finished call follows the pointer.
+/// One endpoint's counters: its load facts in the table's dense slot for its id
+/// ([`load`]), what finished calls taught (the window's 2.8 KiB of buckets, streaks,
+/// totals) allocated apart on the first finished call, so a table of endpoints that were
+/// never called stays small.
 #[derive(Debug)]
-#[repr(C, align(64))]
 pub struct EndpointCell {
-    in_flight: AtomicU32,
-    /// The weight discovery gave.
-    configured_weight: AtomicU32,
-    /// Warm-up factor, per mille (1000 once warmed up).
-    warmup_permille: AtomicU32,
-    /// Health factor from the last verdict, per mille.
-    health_permille: AtomicU32,
-    ewma_latency_ns: AtomicEwma,
+    block: Arc<LoadBlock>,
+    /// The id's offset in its block.
+    offset: usize,
     joined_ns: u64,
     record: std::sync::OnceLock<Box<Record>>,
 }
@@ -57,16 +47,20 @@ struct Record {
 }
 
 impl EndpointCell {
-    fn new(weight: u32) -> Self {
-        EndpointCell {
-            in_flight: AtomicU32::new(0),
-            ewma_latency_ns: AtomicEwma::default(),
-            configured_weight: AtomicU32::new(weight),
-            warmup_permille: AtomicU32::new(1000),
-            health_permille: AtomicU32::new(1000),
+    /// A new life for `id`, whose block is `block`.
+    fn new(block: Arc<LoadBlock>, id: u32, weight: u32) -> Self {
+        let cell = EndpointCell {
+            block,
+            offset: id as usize % load::BLOCK,
             joined_ns: now_ns(),
             record: std::sync::OnceLock::new(),
-        }
+        };
+        cell.slot().restart(weight);
+        cell
+    }
+
+    fn slot(&self) -> &LoadSlot {
+        self.block.slot(self.offset)
     }
 
     /// Calls finished and endpoint faults among them, since the endpoint appeared.
@@ -78,17 +72,14 @@ impl EndpointCell {
 
     /// A request was sent.
     pub fn started(&self) {
-        self.in_flight.fetch_add(1, Relaxed);
+        self.slot().started();
     }
 
     /// A request finished after `latency_ns`, ending as `class`.
     pub fn finished(&self, latency_ns: u64, class: OutcomeClass) {
-        // Saturating: a finish without a start must not wrap the counter (one RMW on the
-        // common path, a fix-up only if it did go below zero).
-        if self.in_flight.fetch_sub(1, Relaxed) == 0 {
-            let _ = self.in_flight.fetch_add(1, Relaxed);
-        }
-        self.ewma_latency_ns.record(latency_ns);
+        let slot = self.slot();
+        slot.ended();
+        slot.record_latency(latency_ns);
         let now = now_ns();
         let record = self.record.get_or_init(Box::default);
         record.window.record(now, class, latency_ns);
@@ -113,39 +104,28 @@ impl EndpointCell {
     /// stopped waiting: a hedge's loser, a dropped call): no longer in flight, and nothing
     /// learnt about the endpoint.
     pub fn abandoned(&self) {
-        if self.in_flight.fetch_sub(1, Relaxed) == 0 {
-            let _ = self.in_flight.fetch_add(1, Relaxed);
-        }
+        self.slot().ended();
     }
 
     /// Sets the weight discovery gave.
     pub fn set_weight(&self, weight: u32) {
-        self.configured_weight.store(weight, Relaxed);
+        self.slot().set_weight(weight);
     }
 
     /// Sets the warm-up factor (per mille; 1000 = warmed up).
     pub fn set_warmup_permille(&self, permille: u32) {
-        self.warmup_permille.store(permille.min(1000), Relaxed);
+        self.slot().set_warmup_permille(permille);
     }
 
     /// Sets the health factor (per mille) from a verdict.
     pub fn set_health_permille(&self, permille: u32) {
-        self.health_permille.store(permille.min(1000), Relaxed);
+        self.slot().set_health_permille(permille);
     }
 
     /// Configured weight × warm-up × health; at least 1 while the configured weight is
     /// not 0, so a ramping endpoint still gets its first calls.
     pub fn effective_weight(&self) -> u32 {
-        let configured = u64::from(self.configured_weight.load(Relaxed));
-        let w = configured
-            * u64::from(self.warmup_permille.load(Relaxed))
-            * u64::from(self.health_permille.load(Relaxed))
-            / 1_000_000;
-        if configured > 0 {
-            w.max(1) as u32
-        } else {
-            0
-        }
+        self.slot().effective_weight()
     }
 
     /// Consecutive endpoint faults up to now (reset by a success).
@@ -180,17 +160,13 @@ impl EndpointCell {
 
     /// Requests in flight now.
     pub fn in_flight(&self) -> u32 {
-        self.in_flight.load(Relaxed)
+        self.slot().in_flight()
     }
 
     /// What a two-choice selector's measure reads (`axle_spi::LoadMeasure`): three facts,
     /// without the window a snapshot also counts.
     pub fn load(&self) -> axle_spi::Load {
-        axle_spi::Load {
-            in_flight: self.in_flight.load(Relaxed),
-            ewma_latency_ns: self.ewma_latency_ns.get(),
-            weight: self.effective_weight(),
-        }
+        self.slot().load()
     }
 
     /// A snapshot in WIT form.
@@ -200,10 +176,11 @@ impl EndpointCell {
             .record
             .get()
             .map_or((0, 0), |r| r.window.total_and_faults(now));
+        let slot = self.slot();
         axle_spi::EndpointFacts {
-            in_flight: self.in_flight.load(Relaxed),
-            ewma_latency_ns: self.ewma_latency_ns.get(),
-            weight: self.effective_weight(),
+            in_flight: slot.in_flight(),
+            ewma_latency_ns: slot.ewma_latency_ns(),
+            weight: slot.effective_weight(),
             window_total,
             window_failures,
             age_ns: now.saturating_sub(self.joined_ns),
@@ -216,6 +193,9 @@ impl EndpointCell {
 #[derive(Debug, Default)]
 pub struct FactsTable {
     cells: ArcSwap<Vec<Option<Arc<EndpointCell>>>>,
+    /// The cells' load slots, by block of ids (see [`load`]); a block outlives its cells,
+    /// so an id's slot is the same through every life of the endpoint.
+    blocks: ArcSwap<Vec<Option<Arc<LoadBlock>>>>,
     ids: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
 
@@ -255,7 +235,7 @@ impl FactsTable {
             .map(|(id, (_, weight))| {
                 self.get(*id)
                     .is_none()
-                    .then(|| Arc::new(EndpointCell::new(*weight)))
+                    .then(|| Arc::new(EndpointCell::new(self.block(*id), *id, *weight)))
             })
             .collect();
         self.cells.rcu(|cells| {
@@ -286,7 +266,7 @@ impl FactsTable {
         if let Some(cell) = self.get(id) {
             return cell;
         }
-        let cell = Arc::new(EndpointCell::new(weight));
+        let cell = Arc::new(EndpointCell::new(self.block(id), id, weight));
         self.cells.rcu(|cells| {
             let mut next = Vec::clone(cells);
             let slot = id as usize;
@@ -301,6 +281,32 @@ impl FactsTable {
         self.get(id).unwrap_or(cell)
     }
 
+    /// The block holding `id`'s slot, allocated on first need.
+    fn block(&self, id: u32) -> Arc<LoadBlock> {
+        let index = id as usize / load::BLOCK;
+        if let Some(Some(block)) = self.blocks.load().get(index) {
+            return block.clone();
+        }
+        let fresh = LoadBlock::new();
+        self.blocks.rcu(|blocks| {
+            let mut next = Vec::clone(blocks);
+            if next.len() <= index {
+                next.resize(index + 1, None);
+            }
+            next[index].get_or_insert_with(|| fresh.clone());
+            next
+        });
+        self.blocks.load()[index]
+            .clone()
+            .expect("the block was put in above")
+    }
+
+    /// Every endpoint's load slot by id, as the table is now: a selector's candidate set
+    /// reads its members' loads through it on every two-choice pick.
+    pub fn loads(&self) -> Loads {
+        Loads(self.blocks.load_full())
+    }
+
     /// Forgets endpoint `id` (it left the table).
     pub fn remove(&self, id: u32) {
         self.cells.rcu(|cells| {
@@ -310,13 +316,6 @@ impl FactsTable {
             }
             next
         });
-    }
-
-    /// Every cell by id, as the table is now: for a reader that looks up many ids often
-    /// and is told when the endpoints change (a selector's candidate set), so it indexes
-    /// a vector rather than loading the table on every look.
-    pub fn cells(&self) -> Arc<Vec<Option<Arc<EndpointCell>>>> {
-        self.cells.load_full()
     }
 
     /// The cell of endpoint `id`.
@@ -330,7 +329,7 @@ impl FactsTable {
             .load()
             .get(id as usize)
             .and_then(|c| c.as_ref())
-            .map_or(0, |c| c.in_flight.load(Relaxed))
+            .map_or(0, |c| c.in_flight())
     }
 
     /// What `host.facts(id)` answers.
@@ -348,9 +347,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_cell_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<EndpointCell>(), 64);
-        assert_eq!(std::mem::align_of::<EndpointCell>(), 64);
+    fn every_life_of_an_id_reads_and_writes_one_load_slot() {
+        let table = FactsTable::new();
+        let far = load::BLOCK as u32 * 3 + 7;
+        let cell = table.register(far, 100);
+        cell.started();
+        cell.set_health_permille(500);
+        let loads = table.loads();
+        assert_eq!(
+            loads
+                .slot(far)
+                .map(|s| (s.in_flight(), s.effective_weight())),
+            Some((1, 50))
+        );
+        assert!(
+            loads.slot(0).is_none(),
+            "the blocks below were never needed"
+        );
+        table.remove(far);
+        let again = table.register(far, 200);
+        assert!(!Arc::ptr_eq(&cell, &again));
+        assert_eq!((again.in_flight(), again.effective_weight()), (1, 200));
+        cell.finished(5_000, OutcomeClass::Success);
+        assert_eq!(table.loads().slot(far).unwrap().load().in_flight, 0);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axle_facts::{EndpointCell, FactsTable};
+use axle_facts::{FactsTable, Loads};
 use axle_spi::{Load, LoadMeasure};
 use rustc_hash::FxHashSet;
 
@@ -13,7 +13,7 @@ pub(super) struct SetMembers {
     pub ids: Vec<u32>,
     /// To check an answer.
     pub members: Membership,
-    /// For a two-choice selector: the members' fact cells, so a pick reads the two
+    /// For a two-choice selector: the members' load slots, so a pick reads the two
     /// candidates' counters without a look at the facts table (whose lock-free load
     /// alone cost a tenth of an empty component call), and their mean effective weight
     /// when the set was defined, what a `per-weight` measure counts against.
@@ -22,27 +22,26 @@ pub(super) struct SetMembers {
 
 /// The facts a two-choice selector's measure reads, for the members of one set.
 pub(super) struct SetLoads {
-    /// The facts table's cells by id as of the set's definition (shared, not copied): a
+    /// The facts table's load slots as of the set's definition (shared, not copied): a
     /// client allocates an endpoint's cell before it pushes the table, and the set is
     /// redefined when the endpoints change.
-    cells: Arc<Vec<Option<Arc<EndpointCell>>>>,
-    /// Asked for a member whose cell came after the set, which no kernel path makes.
+    loads: Loads,
+    /// Asked for a member whose slot came after the set, which no kernel path makes.
     facts: Arc<FactsTable>,
     mean_weight: f64,
 }
 
 impl SetLoads {
     pub fn new(facts: &Arc<FactsTable>, members: &[u32]) -> SetLoads {
-        let cells = facts.cells();
-        let cell = |id: u32| cells.get(id as usize).and_then(Option::as_ref);
+        let loads = facts.loads();
         let mean_weight = axle_spi::mean_weight(
             members
                 .iter()
-                .filter_map(|&id| cell(id))
+                .filter_map(|&id| facts.get(id))
                 .map(|c| c.effective_weight()),
         );
         SetLoads {
-            cells,
+            loads,
             facts: facts.clone(),
             mean_weight,
         }
@@ -51,12 +50,13 @@ impl SetLoads {
     /// Of two members, the one `measure` keeps, by the kernel's facts now (a member
     /// without facts has no load).
     pub fn lighter(&self, measure: &LoadMeasure, first: u32, second: u32) -> u32 {
-        let load = |id: u32| match self.cells.get(id as usize) {
-            Some(Some(cell)) => cell.load(),
-            _ => self
+        let load = |id: u32| match self.loads.slot(id) {
+            Some(slot) => slot.load(),
+            None => self
                 .facts
-                .get(id)
-                .map_or(Load::default(), |cell| cell.load()),
+                .loads()
+                .slot(id)
+                .map_or(Load::default(), |s| s.load()),
         };
         if measure.keeps_first(load(first), load(second), self.mean_weight) {
             first
