@@ -175,6 +175,19 @@ fn window_stats() -> WindowStats {
     }
 }
 
+/// The loop and the number of rounds for timing in turns: short loops, many rounds, in
+/// the time `budget` gives each reading. A reading is the best of its loops, and a busy
+/// spell of the machine (another guest on these cores) lasts longer than a 30 ms loop:
+/// five 30 ms loops could all fall in one, and one run read `consistent-hash` at 1.01×
+/// the floor and the next at 1.50×, where fifteen of 10 ms each leave more of them clear.
+fn turns(budget: Budget) -> (Budget, u32) {
+    let one_loop = Budget {
+        loop_time: budget.loop_time / 3,
+        loops: 1,
+    };
+    (one_loop, 3 * (budget.loops.max(1) + 2))
+}
+
 /// Times `f` and the floor in turns, one loop each per round, and keeps the best of each:
 /// their ratio then compares readings taken under the same conditions, where a busy
 /// spell of the machine between two readings taken one after the other moved a ratio by
@@ -184,9 +197,9 @@ fn timed_in_turns(
     floor_ns: &mut impl FnMut(Budget) -> f64,
     mut f: impl FnMut(u64),
 ) -> (f64, f64) {
-    let one_loop = Budget { loops: 1, ..budget };
+    let (one_loop, rounds) = turns(budget);
     let (mut floor, mut ns) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..budget.loops.max(1) + 2 {
+    for _ in 0..rounds {
         floor = floor.min(floor_ns(one_loop));
         ns = ns.min(ns_per_call(one_loop, &mut f));
     }
@@ -256,10 +269,10 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                 // round, and the best of each kept: their ratios (the targets) then
                 // compare readings taken under the same conditions, where timing them one
                 // after the other let a busy spell of the machine move a ratio by half.
-                let one_loop = Budget { loops: 1, ..budget };
+                let (one_loop, rounds) = turns(budget);
                 let mut wasm_ns = [f64::INFINITY; ENDPOINT_COUNTS.len()];
                 let mut near = f64::INFINITY;
-                for _ in 0..budget.loops.max(1) + 2 {
+                for _ in 0..rounds {
                     near = near.min(floor_ns(one_loop));
                     for (best, n) in wasm_ns.iter_mut().zip(ENDPOINT_COUNTS) {
                         p.endpoints_changed(&sample_table(u64::from(n), n));
