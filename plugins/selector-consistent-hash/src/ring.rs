@@ -102,7 +102,11 @@ fn points(members: &[Member], per_unit: u64) -> Vec<(u64, u32)> {
 /// How many bits of a hash name its slot, for a ring of `points` points: at least a slot a
 /// point.
 fn slot_bits(points: usize) -> u32 {
-    points.max(2).next_power_of_two().trailing_zeros().min(MAX_SLOT_BITS)
+    points
+        .max(2)
+        .next_power_of_two()
+        .trailing_zeros()
+        .min(MAX_SLOT_BITS)
 }
 
 /// The slot of hash `h` (its top `bits` bits).
@@ -133,7 +137,12 @@ fn owners(points: &[(u64, u32)], bits: u32) -> Vec<u32> {
 /// took ~5 ms natively with a comparison sort, ~3 ms with this; in wasm, a define-set call
 /// must fit its `timeout-ms`, 20 ms by default.)
 fn bucket_sort(points: Vec<(u64, u32)>) -> Vec<(u64, u32)> {
-    let bits = points.len().max(1).next_power_of_two().trailing_zeros().min(24);
+    let bits = points
+        .len()
+        .max(1)
+        .next_power_of_two()
+        .trailing_zeros()
+        .min(24);
     let bucket_of = |h: u64| slot_of(h, bits);
     // starts[b] = how many points fall in buckets before b.
     let mut starts = vec![0u32; (1usize << bits) + 1];
@@ -219,7 +228,11 @@ mod tests {
             "{}",
             big.len()
         );
-        assert_eq!(big.owners.len(), 1 << MAX_SLOT_BITS, "512 KiB of owners at most");
+        assert_eq!(
+            big.owners.len(),
+            1 << MAX_SLOT_BITS,
+            "512 KiB of owners at most"
+        );
         assert!(ring(&a, &[0, 0, 0], 160).owner(7).is_none());
     }
 
