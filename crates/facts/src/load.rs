@@ -41,6 +41,7 @@ impl LoadSlot {
         self.ewma_latency_ns.reset();
     }
 
+    /// One request more in flight.
     pub(crate) fn started(&self) {
         self.in_flight.fetch_add(1, Relaxed);
     }
@@ -57,10 +58,12 @@ impl LoadSlot {
         self.ewma_latency_ns.record(latency_ns);
     }
 
+    /// Requests sent and not yet answered or abandoned.
     pub fn in_flight(&self) -> u32 {
         self.in_flight.load(Relaxed)
     }
 
+    /// The latency EWMA (0 before the first answer).
     pub fn ewma_latency_ns(&self) -> u64 {
         self.ewma_latency_ns.get()
     }
@@ -96,6 +99,7 @@ impl LoadSlot {
         }
     }
 
+    /// The three facts a two-choice measure compares.
     pub fn load(&self) -> Load {
         Load {
             in_flight: self.in_flight(),
