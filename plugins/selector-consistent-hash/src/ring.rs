@@ -31,10 +31,10 @@ pub struct Member<'a> {
 /// The most slots a table holds: 512 KiB of owners, one slot a point for a ring at
 /// [`MAX_POINTS`]. A slot a point costs the split of keys little: a point's arc is
 /// already as long as chance makes it (exponential, its spread as large as its mean), and
-/// the grain moves each of its ends by less than a slot. Four slots a point (2 MiB at
-/// 10,000 members) cost a pick at 10,000 members 1.3–1.6× its cost at 10, one slot
-/// 1.0–1.1× (`selprobe`-style loops of `select`, three runs each): the table's cache
-/// misses are the difference.
+/// the grain moves each of its ends by less than a slot. With four slots a point (2 MiB
+/// at 10,000 members) a pick at 10,000 members cost 1.1–1.7× its cost at 10, with one
+/// 1.0–1.1× (millions of `select`s through the plugin host, best of five rounds, three
+/// runs each): the table's cache misses are the difference.
 const MAX_SLOT_BITS: u32 = 17;
 
 /// A built ring, as its table of owners.
