@@ -108,6 +108,37 @@ fn consistent_hash_moves_only_the_keys_of_the_endpoint_that_left() {
     assert_eq!(p.stats.snapshot().faults(), 0);
 }
 
+/// A set large enough for the ring's cap (131,072 points, a 512 KiB table of owners),
+/// through the host: both sets are built without a fault, every pick is the plugin's, and
+/// when 100 of 10,000 endpoints leave, the keys that move are exactly theirs, about 1%.
+#[test]
+fn consistent_hash_over_10_000_endpoints_moves_only_the_leavers_keys() {
+    let t = TestHost::new();
+    let p = load(&t, "consistent-hash", "");
+    let s = selector(&p);
+    s.endpoints_changed(&table(&[100; 10_000]));
+    let leaving = |id: &u32| id % 100 == 42;
+    s.define_set(0, (0..10_000).collect());
+    s.define_set(1, (0..10_000).filter(|id| !leaving(id)).collect());
+    let pick = |set: u32, key: u64| {
+        let pick = s.select(set, key).unwrap();
+        assert!(pick.by_plugin, "set {set}, key {key}: the plugin answered");
+        pick.endpoint
+    };
+    let keys = 1..=100_000u64;
+    let before: Vec<u32> = keys.clone().map(|k| pick(0, k)).collect();
+    let after: Vec<u32> = keys.map(|k| pick(1, k)).collect();
+    let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
+    let on_leavers = before.iter().filter(|b| leaving(b)).count();
+    assert_eq!(moved, on_leavers, "only the leavers' keys move");
+    assert!(
+        (500..=1_500).contains(&moved),
+        "{moved} of 100,000 keys moved"
+    );
+    assert!(after.iter().all(|a| !leaving(a)));
+    assert_eq!(p.stats.snapshot().faults(), 0);
+}
+
 #[test]
 fn shortest_response_prefers_the_shortest_expected_wait() {
     let t = TestHost::new();
