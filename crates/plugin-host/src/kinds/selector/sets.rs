@@ -33,12 +33,13 @@ pub(super) struct SetLoads {
 
 impl SetLoads {
     pub fn new(facts: &Arc<FactsTable>, members: &[u32]) -> SetLoads {
+        // A slot with no cell yet weighs 0, which the mean leaves out.
         let loads = facts.loads();
         let mean_weight = axle_spi::mean_weight(
             members
                 .iter()
-                .filter_map(|&id| facts.get(id))
-                .map(|c| c.effective_weight()),
+                .filter_map(|&id| loads.slot(id))
+                .map(|slot| slot.effective_weight()),
         );
         SetLoads {
             loads,
