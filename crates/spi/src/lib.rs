@@ -12,6 +12,7 @@ mod intercept;
 pub mod packed;
 mod routing;
 mod tree;
+mod utf8;
 
 pub use balancing::{mean_weight, pack_pair, unpack_pair, Load, LoadMeasure, Pair};
 pub use intercept::{
@@ -20,6 +21,7 @@ pub use intercept::{
 };
 pub use routing::{RouteReads, RouteRequest, TagReads};
 pub use tree::{Tree, MAX_DEPTH};
+pub use utf8::text as utf8_text;
 
 /// An endpoint's id, assigned by the kernel.
 pub type EndpointId = u32;

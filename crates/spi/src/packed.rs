@@ -175,9 +175,9 @@ impl<'a> Reader<'a> {
             SIGNED => Item::Signed(i64::from_le_bytes(self.take()?)),
             UNSIGNED => Item::Unsigned(u64::from_le_bytes(self.take()?)),
             FLOAT => Item::Float(f64::from_bits(u64::from_le_bytes(self.take()?))),
-            TEXT => Item::Text(
-                std::str::from_utf8(self.run()?).map_err(|e| format!("packed text: {e}"))?,
-            ),
+            TEXT => {
+                Item::Text(crate::utf8_text(self.run()?).map_err(|e| format!("packed text: {e}"))?)
+            }
             BINARY => Item::Binary(self.run()?),
             ARRAY => Item::Array(self.counted(1)?),
             MAPPING => Item::Mapping(self.counted(2)?),

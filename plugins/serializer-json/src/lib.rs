@@ -74,6 +74,21 @@ mod tests {
             .contains("keys must be text"));
         let nan = Value::from_tree(&Tree::Float(f64::NAN));
         assert!(s.encode(&nan).is_err());
+        let err = s.decode(b"[\"caf\xc3\", 1]").unwrap_err();
+        assert_eq!(err, "invalid JSON: not UTF-8 at byte 5");
+    }
+
+    #[test]
+    fn text_past_ascii_survives_both_ways() {
+        let mut s = JsonSerializer::new(&Config::default()).unwrap();
+        // Longer than one 32-byte step of the ASCII check, non-ASCII in the middle.
+        let text = format!("{}é€😀 \"quoted\"{}", "a".repeat(40), "z".repeat(40));
+        let value = Value::from_tree(&Tree::Array(vec![Tree::Text(text.clone())]));
+        let bytes = s.encode(&value).unwrap();
+        assert_eq!(
+            s.decode(&bytes).unwrap().to_tree(),
+            Ok(Tree::Array(vec![Tree::Text(text)]))
+        );
     }
 
     #[test]

@@ -187,7 +187,7 @@ fn signed(out: &mut Writer, n: impl Into<i64>) -> u64 {
 }
 
 fn str(i: &mut Input<'_>, out: &mut Writer, n: usize) -> Result<u64, String> {
-    let s = std::str::from_utf8(i.take(n)?).map_err(|_| "string is not valid UTF-8")?;
+    let s = axle_sdk::utf8_text(i.take(n)?).map_err(|_| "string is not valid UTF-8")?;
     out.text(s)?;
     Ok(0)
 }
