@@ -393,3 +393,43 @@ fn axle_bench_hostile_runs_every_case_and_quarantines_the_broken_ones() {
             >= 1
     );
 }
+
+#[test]
+fn perf_map_names_plugin_code_only_when_asked() {
+    let cache = tempfile::tempdir().unwrap();
+    let run = |perf_map: &str| {
+        let child = std::process::Command::new(axle_host_tests::axle_bin())
+            .args(["plugins", "check"])
+            .env("AXLE_CACHE_DIR", cache.path())
+            .env("AXLE_PERF_MAP", perf_map)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run axle");
+        let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let written = std::fs::read_to_string(&map).ok();
+        let _ = std::fs::remove_file(&map);
+        written
+    };
+    // Compiled on the first run, loaded from the cache on the second: both are named.
+    for _ in 0..2 {
+        let map = run("1").expect("AXLE_PERF_MAP=1 writes /tmp/perf-PID.map");
+        // Builtins are stripped of names, so their functions read `wasm[M]::function[F]`;
+        // a component built with its name section shows the source's names instead.
+        let line = map
+            .lines()
+            .find(|l| l.contains("::function["))
+            .unwrap_or_else(|| panic!("plugin functions are named:\n{map}"));
+        let mut parts = line.split(' ');
+        let mut hex = || {
+            let field = parts.next().unwrap_or_default();
+            u64::from_str_radix(field.trim_start_matches("0x"), 16)
+                .unwrap_or_else(|e| panic!("{field:?} in {line:?}: {e}"))
+        };
+        let (start, len) = (hex(), hex());
+        assert!(start > 0 && len > 0, "an address and a length: {line}");
+    }
+    assert_eq!(run("0"), None, "0 writes no map");
+}

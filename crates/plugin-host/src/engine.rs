@@ -31,6 +31,12 @@ pub const TICK: Duration = Duration::from_millis(1);
 /// (`0`: no pool, each instance mapped on its own).
 pub const SLOTS_ENV: &str = "AXLE_PLUGIN_SLOTS";
 
+/// Set (to anything but `0`), wasmtime writes `/tmp/perf-PID.map` naming the compiled
+/// code of every plugin, so `perf report` shows a plugin's own functions instead of bare
+/// addresses (`docs/performance.md`, "Profiling a plugin's own code"). Off by default:
+/// the file grows with every component the process loads.
+pub const PERF_MAP_ENV: &str = "AXLE_PERF_MAP";
+
 /// Plugin instances alive at once by default. A kernel runs one instance per stateful
 /// plugin and one per core per serializer, plus a spare for each plugin that has faulted
 /// and, during a swap, the old and new side by side: a few dozen on a small machine, a
@@ -93,6 +99,9 @@ pub(crate) fn config(slots: Option<u32>) -> Config {
         .wasm_backtrace_max_frames(None)
         .cranelift_opt_level(OptLevel::Speed)
         .parallel_compilation(true);
+    if std::env::var_os(PERF_MAP_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     if let Some(slots) = slots {
         let mut pool = PoolingAllocationConfig::new();
         // Instances are counted, not reserved: room for the core instances of each
