@@ -397,7 +397,10 @@ fn axle_bench_hostile_runs_every_case_and_quarantines_the_broken_ones() {
 #[test]
 fn perf_map_names_plugin_code_only_when_asked() {
     let cache = tempfile::tempdir().unwrap();
+    // Another process of the same id may have left a map behind: only one written since
+    // this run started counts.
     let run = |perf_map: &str| {
+        let started = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
         let child = std::process::Command::new(axle_host_tests::axle_bin())
             .args(["plugins", "check"])
             .env("AXLE_CACHE_DIR", cache.path())
@@ -409,7 +412,10 @@ fn perf_map_names_plugin_code_only_when_asked() {
         let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "{}", text(&out.stderr));
-        let written = std::fs::read_to_string(&map).ok();
+        let fresh = std::fs::metadata(&map)
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at >= started);
+        let written = fresh.then(|| std::fs::read_to_string(&map).ok()).flatten();
         let _ = std::fs::remove_file(&map);
         written
     };
