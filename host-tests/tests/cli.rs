@@ -225,7 +225,7 @@ fn demo_runs_three_providers_and_reports_each() {
 }
 
 #[test]
-fn bench_rpc_prints_every_system_and_the_ratios() {
+fn bench_rpc_prints_every_system_and_the_ratios_over_its_rounds() {
     let cache = tempfile::tempdir().unwrap();
     let run = axle(
         &["bench", "rpc", "--json", "--seconds", "0.3"],
@@ -245,10 +245,51 @@ fn bench_rpc_prints_every_system_and_the_ratios() {
             assert!(row["p99_us"].as_f64().unwrap() >= row["p50_us"].as_f64().unwrap());
         }
     }
-    assert!(report["ratios"]["axle_vs_raw"].as_f64().unwrap() > 0.0);
+    // Three rounds by default, each 0.1 s of the 0.3 asked for: a row adds them up.
+    assert_eq!(report["rounds"], 3);
+    assert_eq!(report["ratios"]["rounds"], 3);
+    for row in rows {
+        let seconds = row["seconds"].as_f64().unwrap();
+        assert!((0.3..5.0).contains(&seconds), "{row}");
+    }
+    let axle_vs_raw = report["ratios"]["axle_vs_raw"].as_f64().unwrap();
+    let [low, high] = [0, 1].map(|i| report["ratios"]["axle_vs_raw_range"][i].as_f64().unwrap());
+    assert!(
+        0.0 < low && low <= axle_vs_raw && axle_vs_raw <= high,
+        "{report}"
+    );
     assert!(report["ratios"]["tls_vs_plain"].as_f64().unwrap() > 0.0);
     assert!(report["ratios"]["axle_vs_tarpc"].as_f64().unwrap() > 0.0);
     assert_eq!(report["payload_bytes"], 1024);
+
+    // One cell, asked for: one row per system, in as many rounds as asked.
+    let run = axle(
+        &[
+            "bench",
+            "rpc",
+            "--json",
+            "--system",
+            "raw",
+            "--concurrency",
+            "4",
+            "--rounds",
+            "2",
+            "--seconds",
+            "0.2",
+        ],
+        cache.path(),
+    );
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("one JSON object");
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{report}");
+    assert_eq!(
+        (&rows[0]["system"], &rows[0]["concurrency"]),
+        (&"raw".into(), &4.into())
+    );
+    assert_eq!(report["rounds"], 2);
+    // No `axle` row, no ratio to read.
+    assert!(report["ratios"].is_null(), "{report}");
 }
 
 #[test]

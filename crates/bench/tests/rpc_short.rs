@@ -48,6 +48,8 @@ fn short_run_gives_every_row_sane_values_and_keeps_the_json_keys() {
                 })
                 .unwrap_or_else(|| panic!("no row for {system} {payload} B x{concurrency}"));
             assert!(row.requests > 0 && row.req_per_s > 0.0, "{row:?}");
+            let measured = plan.duration.as_secs_f64() * plan.rounds as f64;
+            assert!(row.seconds >= measured * 0.99, "{row:?}");
             assert!(row.p50_us > 0.0 && row.p99_us >= row.p50_us, "{row:?}");
             assert!(row.cpu_us_per_req.is_some_and(|c| c > 0.0), "{row:?}");
             assert!(row.allocs_per_req.is_some_and(|a| a > 0.0), "{row:?}");
@@ -59,7 +61,13 @@ fn short_run_gives_every_row_sane_values_and_keeps_the_json_keys() {
         }
     }
     let ratios = report.ratios.as_ref().expect("ratios");
-    assert!(ratios.wasm_vs_native.is_some_and(|r| r > 0.0));
+    // Every system ran once in each round; a ratio is the median of the rounds'.
+    assert_eq!((report.rounds, ratios.rounds), (plan.rounds, plan.rounds));
+    assert!(plan.rounds > 1, "the short run exercises interleaving");
+    let [low, high] = ratios.wasm_vs_native_range.expect("a range of rounds");
+    assert!(ratios
+        .wasm_vs_native
+        .is_some_and(|r| low <= r && r <= high && low > 0.0));
     assert!(ratios.axle_vs_tarpc.is_some_and(|r| r > 0.0));
     assert!(table.contains("axle/tarpc: req/s"), "{table}");
 
@@ -75,7 +83,13 @@ fn short_run_gives_every_row_sane_values_and_keeps_the_json_keys() {
     };
     has(
         &json,
-        &["payload_bytes", "seconds_per_run", "rows", "ratios"],
+        &[
+            "payload_bytes",
+            "seconds_per_run",
+            "rounds",
+            "rows",
+            "ratios",
+        ],
     );
     has(
         &json["rows"][0],

@@ -137,9 +137,19 @@ enum BenchCommand {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
-        /// Seconds per system and concurrency.
+        /// Measured seconds per system and cell (payload × concurrency), split over the
+        /// rounds.
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
+        /// Rounds per cell: each runs every system once, in turn, so a machine that slows
+        /// down for a while slows every system alike; ratios are the median of the
+        /// rounds' (default 3, 2 with `--short`).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=100))]
+        rounds: Option<u16>,
+        /// Only these concurrencies (repeatable), in place of the plan's: one cell to
+        /// profile, say.
+        #[arg(long = "concurrency", value_parser = clap::value_parser!(u16).range(1..=4096))]
+        concurrencies: Vec<u16>,
         /// Only these systems (repeatable). Default: all of them.
         #[arg(long = "system")]
         systems: Vec<String>,
@@ -270,10 +280,23 @@ fn main() -> ExitCode {
             manifest,
             json,
             seconds,
+            rounds,
+            concurrencies,
             systems,
             sweep,
             short,
-        }) => commands::bench::rpc(manifest.as_deref(), json, seconds, &systems, sweep, short),
+        }) => commands::bench::rpc(
+            manifest.as_deref(),
+            json,
+            commands::bench::Shape {
+                seconds,
+                rounds,
+                concurrencies,
+                sweep,
+                short,
+            },
+            &systems,
+        ),
         Command::Bench(BenchCommand::Swap { json }) => commands::bench::swap(json),
         Command::Bench(BenchCommand::Sim { scenario, json }) => {
             commands::bench::sim(scenario.as_deref(), json)

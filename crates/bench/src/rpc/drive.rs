@@ -28,6 +28,15 @@ pub(crate) async fn drive<F>(cell: Cell<'_>, call: F) -> Row
 where
     F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static,
 {
+    drive_into(cell, &Latency::default(), call).await
+}
+
+/// [`drive`], also adding the cell's latencies to `merged` (one system's rounds of one
+/// cell share it, so their percentiles are read over every round).
+pub(crate) async fn drive_into<F>(cell: Cell<'_>, merged: &Latency, call: F) -> Row
+where
+    F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static,
+{
     let call = Arc::new(call);
     warm(&call, cell.concurrency, cell.warm_up).await;
     let stop = Arc::new(AtomicBool::new(false));
@@ -60,6 +69,7 @@ where
         let _ = t.await;
     }
     let elapsed = started.elapsed().as_secs_f64();
+    merged.merge(&hist);
     let h = hist.snapshot();
     let per_request = |delta: f64| delta / (h.count.max(1) as f64);
     let cpu_us_per_req = match (cpu_before, cpu::process_cpu()) {
@@ -78,6 +88,7 @@ where
         requests: h.count,
         errors: errors.load(Relaxed),
         req_per_s: h.count as f64 / elapsed,
+        seconds: elapsed,
         p50_us: h.p50_ns as f64 / 1000.0,
         p99_us: h.p99_ns as f64 / 1000.0,
         payload_bytes: cell.payload_bytes,

@@ -13,19 +13,21 @@
 //! - `tarpc` — tarpc's own binary protocol (bincode over length-delimited TCP), one
 //!   connection: a peer shaped like Axle's wire, without HTTP/2.
 //!
-//! Each system gets the same warm-up, duration and concurrency; figures are req/s,
+//! Each system gets the same warm-up, duration and concurrency, in rounds that interleave
+//! the systems (`rounds.rs`); figures are req/s,
 //! latency percentiles from an HDR histogram, CPU time per request (the whole process:
 //! client and server together) and, when the binary counts them, allocations per request
 //! (`alloc_count`), and the ratios the targets speak of.
 
 mod drive;
 mod plan;
+mod rounds;
 pub mod table;
 mod tarpc_echo;
 mod tonic_echo;
 
-pub(crate) use drive::drive;
 pub use drive::Cell;
+pub(crate) use drive::{drive, drive_into};
 pub use plan::Plan;
 
 use std::net::SocketAddr;
@@ -36,6 +38,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 
 use axle::client::{CallOptions, Client, ClientConfig};
+use axle::core::latency::Latency;
 use axle::manifest::{EndpointSpec, Manifest};
 use axle::plugin::PluginHost;
 use axle::server::ServerBuilder;
@@ -55,6 +58,8 @@ pub struct Row {
     pub requests: u64,
     pub errors: u64,
     pub req_per_s: f64,
+    /// Measured seconds (every round's, when the run had several).
+    pub seconds: f64,
     pub p50_us: f64,
     pub p99_us: f64,
     /// The echoed payload.
@@ -66,16 +71,21 @@ pub struct Row {
 }
 
 /// The ratios the targets are stated in (at the highest concurrency measured, at
-/// [`Report::payload_bytes`]).
+/// [`Report::payload_bytes`]). Those of req/s and of CPU per request are the median of
+/// the ratios within each round; those of p99 are read from every round's latencies.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Ratios {
     pub concurrency: usize,
-    /// Axle req/s ÷ tonic req/s (target ≥ 1.5).
-    pub axle_vs_tonic: f64,
-    /// Axle req/s ÷ raw framing req/s (target ≥ 0.7).
+    /// The rounds each ratio of req/s or CPU is the median of (`rounds.rs`).
+    pub rounds: usize,
+    /// Axle req/s ÷ tonic req/s (when tonic ran).
+    pub axle_vs_tonic: Option<f64>,
+    /// Axle req/s ÷ raw framing req/s.
     pub axle_vs_raw: f64,
+    /// The least and the greatest of `axle_vs_raw` over the rounds.
+    pub axle_vs_raw_range: Option<[f64; 2]>,
     /// Axle p99 ÷ tonic p99 (target ≤ 1).
-    pub axle_p99_vs_tonic: f64,
+    pub axle_p99_vs_tonic: Option<f64>,
     /// Axle over TLS req/s ÷ Axle over plain TCP req/s (when both ran).
     pub tls_vs_plain: Option<f64>,
     /// Axle CPU per request ÷ tonic CPU per request.
@@ -88,6 +98,8 @@ pub struct Ratios {
     pub axle_cpu_vs_tarpc: Option<f64>,
     /// Axle req/s with wasm plugins ÷ with the native twins (when both ran).
     pub wasm_vs_native: Option<f64>,
+    /// The least and the greatest of `wasm_vs_native` over the rounds.
+    pub wasm_vs_native_range: Option<[f64; 2]>,
     /// Axle CPU per request with wasm plugins ÷ with the native twins.
     pub wasm_vs_native_cpu: Option<f64>,
 }
@@ -97,7 +109,10 @@ pub struct Ratios {
 pub struct Report {
     /// The payload the ratios are read at.
     pub payload_bytes: usize,
+    /// Measured seconds per system and cell, every round's together.
     pub seconds_per_run: f64,
+    /// Rounds per cell: every system ran once per round, the systems interleaved.
+    pub rounds: usize,
     pub rows: Vec<Row>,
     pub ratios: Option<Ratios>,
     /// Every payload measured.
@@ -109,64 +124,100 @@ pub struct Report {
 /// The systems a run can compare.
 pub const SYSTEMS: [&str; 6] = ["axle", "axle-native", "axle-tls", "raw", "tonic", "tarpc"];
 
-/// Runs each of `systems` (default: all) at every cell of `plan`.
+/// Runs each of `systems` (default: all) at every cell of `plan`: every system is started
+/// first, then each cell runs `plan.rounds` rounds, every system once per round, in an
+/// order that turns by one each round (`rounds.rs` says why).
 pub async fn run(
     host: &PluginHost,
     manifest: &Manifest,
     plan: &Plan,
     systems: &[&str],
 ) -> anyhow::Result<Report> {
-    let mut rows = Vec::new();
-    if systems.contains(&"axle") {
-        rows.extend(run_axle(host, "axle", manifest.clone(), plan).await?);
+    let mut targets = Vec::new();
+    for system in SYSTEMS.into_iter().filter(|s| systems.contains(s)) {
+        match start(system, host, manifest).await {
+            Ok(target) => targets.push(target),
+            Err(e) => {
+                stop_all(targets).await;
+                return Err(e.context(format!("starting `{system}`")));
+            }
+        }
     }
-    if systems.contains(&"axle-native") {
-        let natives = PluginHost::with_default_cache()?.with_natives(crate::native::host_natives());
-        rows.extend(run_axle(&natives, "axle-native", manifest.clone(), plan).await?);
+    let cells = plan.cells();
+    // rounds[system][cell]: that system's rows of that cell, one per round.
+    let mut rounds: Vec<Vec<Vec<Row>>> = vec![vec![Vec::new(); cells.len()]; targets.len()];
+    let mut merged: Vec<Vec<Latency>> = targets
+        .iter()
+        .map(|_| cells.iter().map(|_| Latency::default()).collect())
+        .collect();
+    for (j, &(payload, c)) in cells.iter().enumerate() {
+        let body = body(payload);
+        for round in 0..plan.rounds.max(1) {
+            for k in 0..targets.len() {
+                let i = (k + round) % targets.len();
+                let (call, body) = (targets[i].call.clone(), body.clone());
+                let cell = plan.cell(targets[i].system, payload, c);
+                let row = drive_into(cell, &merged[i][j], move || call(body.clone())).await;
+                rounds[i][j].push(row);
+            }
+        }
     }
-    if systems.contains(&"axle-tls") {
-        let pki = crate::pki::Pki::try_new()?;
-        let mut m = manifest.clone();
-        m.tls = pki.localhost();
-        rows.extend(run_axle(host, "axle-tls", m, plan).await?);
-    }
-    if systems.contains(&"raw") {
-        rows.extend(run_raw(plan).await?);
-    }
-    if systems.contains(&"tonic") {
-        rows.extend(run_tonic(plan).await?);
-    }
-    if systems.contains(&"tarpc") {
-        rows.extend(run_tarpc(plan).await?);
-    }
+    stop_all(targets).await;
+    let rows: Vec<Row> = rounds
+        .iter()
+        .zip(&mut merged)
+        .flat_map(|(cells, merged)| {
+            cells
+                .iter()
+                .zip(merged.iter())
+                .map(|(rows, m)| rounds::combine(rows, &m.snapshot()))
+        })
+        .collect();
     let payload = plan.ratio_payload();
     let top = plan.concurrencies.iter().copied().max().unwrap_or(1);
+    let at = cells.iter().position(|&cell| cell == (payload, top));
+    // The rounds of `system` at the ratios' cell, and its combined row there.
+    let rounds_of = |system: &str| -> Option<&[Row]> {
+        let i = rounds.iter().position(|r| r[0][0].system == system)?;
+        Some(&rounds[i][at?])
+    };
     let find = |system: &str| {
         rows.iter()
             .find(|r| r.system == system && r.concurrency == top && r.payload_bytes == payload)
     };
-    let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?.max(1e-9));
-    let ratios = match (find("axle"), find("raw"), find("tonic")) {
-        (Some(a), Some(r), Some(t)) => Some(Ratios {
-            concurrency: top,
-            axle_vs_tonic: a.req_per_s / t.req_per_s.max(1e-9),
-            axle_vs_raw: a.req_per_s / r.req_per_s.max(1e-9),
-            axle_p99_vs_tonic: a.p99_us / t.p99_us.max(1e-9),
-            tls_vs_plain: find("axle-tls").map(|tls| tls.req_per_s / a.req_per_s.max(1e-9)),
-            axle_cpu_vs_tonic: ratio(a.cpu_us_per_req, t.cpu_us_per_req),
-            axle_vs_tarpc: find("tarpc").map(|p| a.req_per_s / p.req_per_s.max(1e-9)),
-            axle_p99_vs_tarpc: find("tarpc").map(|p| a.p99_us / p.p99_us.max(1e-9)),
-            axle_cpu_vs_tarpc: find("tarpc")
-                .and_then(|p| ratio(a.cpu_us_per_req, p.cpu_us_per_req)),
-            wasm_vs_native: find("axle-native").map(|n| a.req_per_s / n.req_per_s.max(1e-9)),
-            wasm_vs_native_cpu: find("axle-native")
-                .and_then(|n| ratio(a.cpu_us_per_req, n.cpu_us_per_req)),
-        }),
+    let req_per_s = |r: &Row| Some(r.req_per_s);
+    let cpu = |r: &Row| r.cpu_us_per_req;
+    let ratio = |a: &str, b: &str, of: fn(&Row) -> Option<f64>| {
+        rounds::per_round(rounds_of(a)?, rounds_of(b)?, of)
+    };
+    let ratios = match (find("axle"), find("raw")) {
+        (Some(a), Some(r)) => {
+            let axle_vs_raw = ratio("axle", "raw", req_per_s);
+            let wasm_vs_native = ratio("axle", "axle-native", req_per_s);
+            Some(Ratios {
+                concurrency: top,
+                rounds: plan.rounds.max(1),
+                axle_vs_tonic: ratio("axle", "tonic", req_per_s).map(|s| s.median),
+                axle_vs_raw: axle_vs_raw.map_or(0.0, |s| s.median),
+                axle_vs_raw_range: axle_vs_raw.map(|s| s.range),
+                axle_p99_vs_tonic: find("tonic").map(|t| a.p99_us / t.p99_us.max(1e-9)),
+                tls_vs_plain: ratio("axle-tls", "axle", req_per_s).map(|s| s.median),
+                axle_cpu_vs_tonic: ratio("axle", "tonic", cpu).map(|s| s.median),
+                axle_vs_tarpc: ratio("axle", "tarpc", req_per_s).map(|s| s.median),
+                axle_p99_vs_tarpc: find("tarpc").map(|p| a.p99_us / p.p99_us.max(1e-9)),
+                axle_cpu_vs_tarpc: ratio("axle", "tarpc", cpu).map(|s| s.median),
+                wasm_vs_native: wasm_vs_native.map(|s| s.median),
+                wasm_vs_native_range: wasm_vs_native.map(|s| s.range),
+                wasm_vs_native_cpu: ratio("axle", "axle-native", cpu).map(|s| s.median),
+            })
+            .filter(|_| r.requests > 0)
+        }
         _ => None,
     };
     Ok(Report {
         payload_bytes: payload,
-        seconds_per_run: plan.duration.as_secs_f64(),
+        seconds_per_run: plan.duration.as_secs_f64() * plan.rounds.max(1) as f64,
+        rounds: plan.rounds.max(1),
         rows,
         ratios,
         payloads: plan.payloads.clone(),
@@ -178,14 +229,74 @@ fn body(bytes: usize) -> Bytes {
     Bytes::from(vec![0x5a; bytes])
 }
 
+/// A call through one system: echoes a body, says whether the answer came.
+type CallFn = Arc<dyn Fn(Bytes) -> BoxFuture<'static, bool> + Send + Sync>;
+
+/// One system, started and answering, with how to stop it.
+struct Target {
+    system: &'static str,
+    call: CallFn,
+    stop: Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>,
+}
+
+impl Target {
+    /// `call(client, body)` on clones of one client (one connection).
+    fn new<C, Fut>(
+        system: &'static str,
+        client: C,
+        call: fn(C, Bytes) -> Fut,
+        stop: impl FnOnce() -> BoxFuture<'static, ()> + Send + 'static,
+    ) -> Target
+    where
+        C: Clone + Send + Sync + 'static,
+        Fut: std::future::Future<Output = bool> + Send + 'static,
+    {
+        Target {
+            system,
+            call: Arc::new(move |body| Box::pin(call(client.clone(), body))),
+            stop: Box::new(stop),
+        }
+    }
+}
+
+async fn stop_all(targets: Vec<Target>) {
+    for t in targets {
+        (t.stop)().await;
+    }
+}
+
+async fn start(
+    system: &'static str,
+    host: &PluginHost,
+    manifest: &Manifest,
+) -> anyhow::Result<Target> {
+    match system {
+        "axle" => start_axle(host, system, manifest.clone()).await,
+        "axle-native" => {
+            let natives =
+                PluginHost::with_default_cache()?.with_natives(crate::native::host_natives());
+            start_axle(&natives, system, manifest.clone()).await
+        }
+        "axle-tls" => {
+            let pki = crate::pki::Pki::try_new()?;
+            let mut m = manifest.clone();
+            m.tls = pki.localhost();
+            start_axle(host, system, m).await
+        }
+        "raw" => start_raw().await,
+        "tonic" => start_tonic().await,
+        "tarpc" => start_tarpc().await,
+        other => anyhow::bail!("unknown system `{other}`"),
+    }
+}
+
 /// Axle: the full pipelines with the manifest's plugins as `host` runs them (components,
 /// or native twins), over TLS when the manifest's `[tls]` says.
-async fn run_axle(
+async fn start_axle(
     host: &PluginHost,
-    system: &str,
+    system: &'static str,
     manifest: Manifest,
-    plan: &Plan,
-) -> anyhow::Result<Vec<Row>> {
+) -> anyhow::Result<Target> {
     let server = ServerBuilder::new().with_manifest(host, &manifest)?;
     let server = axle::services::echo::register(server)
         .bind("127.0.0.1:0")
@@ -197,19 +308,19 @@ async fn run_axle(
         ClientConfig::new(m)
             .endpoints("echo", [EndpointSpec::new(server.local_addr().to_string())]),
     )?;
-    let rows = every_cell(plan, system, client, |client, body| async move {
+    let call = |client: Client, body| async move {
         client
             .call_raw("echo", "echo", body, &CallOptions::default())
             .await
             .is_ok()
-    })
-    .await;
-    server.shutdown(Duration::from_millis(200)).await;
-    Ok(rows)
+    };
+    Ok(Target::new(system, client, call, move || {
+        Box::pin(async move { server.shutdown(Duration::from_millis(200)).await })
+    }))
 }
 
 /// The same framing and connection, no pipeline.
-async fn run_raw(plan: &Plan) -> anyhow::Result<Vec<Row>> {
+async fn start_raw() -> anyhow::Result<Target> {
     let (addr, accept) = start_raw_server().await?;
     let conn = Connection::connect(
         &addr.to_string(),
@@ -219,7 +330,7 @@ async fn run_raw(plan: &Plan) -> anyhow::Result<Vec<Row>> {
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let rows = every_cell(plan, "raw", conn.clone(), |conn, body| async move {
+    let call = |conn: Arc<Connection>, body| async move {
         let meta = Metadata {
             service: Some("echo".into()),
             method: Some("echo".into()),
@@ -228,64 +339,47 @@ async fn run_raw(plan: &Plan) -> anyhow::Result<Vec<Row>> {
         conn.call(0, meta, body, Instant::now() + Duration::from_secs(5))
             .await
             .is_ok()
-    })
-    .await;
-    conn.close();
-    accept.abort();
-    Ok(rows)
+    };
+    let stop = {
+        let conn = conn.clone();
+        move || -> BoxFuture<'static, ()> {
+            conn.close();
+            accept.abort();
+            Box::pin(std::future::ready(()))
+        }
+    };
+    Ok(Target::new("raw", conn, call, stop))
 }
 
 /// gRPC over HTTP/2 (tonic), same bytes.
-async fn run_tonic(plan: &Plan) -> anyhow::Result<Vec<Row>> {
+async fn start_tonic() -> anyhow::Result<Target> {
     let (addr, server) = tonic_echo::start_server().await?;
     let client = tonic_echo::EchoClient::connect(addr)
         .await
         .map_err(|e| anyhow::anyhow!("tonic client: {e}"))?;
-    let rows = every_cell(plan, "tonic", client, |mut client, body| async move {
-        client.echo(body).await.is_ok()
-    })
-    .await;
-    server.abort();
-    Ok(rows)
+    let call =
+        |mut client: tonic_echo::EchoClient, body| async move { client.echo(body).await.is_ok() };
+    Ok(Target::new("tonic", client, call, aborting(server)))
 }
 
 /// tarpc's own binary protocol, same bytes.
-async fn run_tarpc(plan: &Plan) -> anyhow::Result<Vec<Row>> {
+async fn start_tarpc() -> anyhow::Result<Target> {
     let (addr, server) = tarpc_echo::start_server().await?;
     let client = tarpc_echo::connect(addr)
         .await
         .map_err(|e| anyhow::anyhow!("tarpc client: {e}"))?;
-    let rows = every_cell(plan, "tarpc", client, |client, body| async move {
-        tarpc_echo::echo(&client, body).await.is_ok()
-    })
-    .await;
-    server.abort();
-    Ok(rows)
+    let call = |client, body| async move { tarpc_echo::echo(&client, body).await.is_ok() };
+    Ok(Target::new("tarpc", client, call, aborting(server)))
 }
 
-/// Every cell of `plan` for `system`: each call echoes the cell's payload through
-/// `call(client, body)`, on clones of one client (one connection).
-async fn every_cell<C, Fut>(
-    plan: &Plan,
-    system: &str,
-    client: C,
-    call: fn(C, Bytes) -> Fut,
-) -> Vec<Row>
-where
-    C: Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = bool> + Send + 'static,
-{
-    let mut rows = Vec::new();
-    for (payload, c) in plan.cells() {
-        let client = client.clone();
-        let body = body(payload);
-        let row = drive(plan.cell(system, payload, c), move || {
-            Box::pin(call(client.clone(), body.clone()))
-        })
-        .await;
-        rows.push(row);
+/// Stops a server task by aborting it.
+fn aborting(
+    task: tokio::task::JoinHandle<()>,
+) -> impl FnOnce() -> BoxFuture<'static, ()> + Send + 'static {
+    move || {
+        task.abort();
+        Box::pin(std::future::ready(()))
     }
-    rows
 }
 
 /// Echoes every request at the transport level: no limiter, no handler lookup, no plugin.

@@ -10,8 +10,13 @@ pub fn render(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "loopback echo, payloads {:?} B, concurrency {:?}, {:.1} s per run\n",
-        report.payloads, report.concurrencies, report.seconds_per_run
+        "loopback echo, payloads {:?} B, concurrency {:?}, {:.1} s per system and cell in \
+         {} interleaved round{}\n",
+        report.payloads,
+        report.concurrencies,
+        report.seconds_per_run,
+        report.rounds,
+        if report.rounds == 1 { "" } else { "s" }
     );
     let _ = writeln!(
         out,
@@ -49,16 +54,23 @@ pub fn render(report: &Report) -> String {
     if let Some(x) = &report.ratios {
         let _ = writeln!(
             out,
-            "\nat {} B, concurrency {}: axle/tonic req/s {:.2} (target >= 3), axle/raw req/s \
-             {:.2} (target >= 0.8), axle/tonic p99 {:.2} (target <= 1), axle/tonic cpu per \
-             request {}",
+            "\nat {} B, concurrency {} (req/s and cpu: the median of {} rounds' ratios):\n\
+             axle/raw req/s {:.2}{} (target >= 0.8)",
             report.payload_bytes,
             x.concurrency,
-            x.axle_vs_tonic,
+            x.rounds,
             x.axle_vs_raw,
-            x.axle_p99_vs_tonic,
-            opt(x.axle_cpu_vs_tonic, 2)
+            range(x.axle_vs_raw_range),
         );
+        if let Some(ratio) = x.axle_vs_tonic {
+            let _ = writeln!(
+                out,
+                "axle/tonic: req/s {ratio:.2} (target >= 3), p99 {} (target <= 1), cpu per \
+                 request {}",
+                opt(x.axle_p99_vs_tonic, 2),
+                opt(x.axle_cpu_vs_tonic, 2)
+            );
+        }
         if let Some(ratio) = x.axle_vs_tarpc {
             let _ = writeln!(
                 out,
@@ -70,8 +82,9 @@ pub fn render(report: &Report) -> String {
         if let Some(ratio) = x.wasm_vs_native {
             let _ = writeln!(
                 out,
-                "wasm plugins vs native twins (axle/axle-native): req/s {ratio:.2} (target >= \
-                 0.95), cpu per request {}",
+                "wasm plugins vs native twins (axle/axle-native): req/s {ratio:.2}{} (target \
+                 >= 0.95), cpu per request {}",
+                range(x.wasm_vs_native_range),
                 opt(x.wasm_vs_native_cpu, 2)
             );
         }
@@ -82,4 +95,12 @@ pub fn render(report: &Report) -> String {
         );
     }
     out
+}
+
+/// ` (rounds 0.66–0.74)` when the rounds disagreed.
+fn range(r: Option<[f64; 2]>) -> String {
+    match r {
+        Some([low, high]) if high > low => format!(" (rounds {low:.2}–{high:.2})"),
+        _ => String::new(),
+    }
 }

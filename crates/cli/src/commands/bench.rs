@@ -78,15 +78,29 @@ pub fn languages(target_dir: Option<&Path>, json: bool) -> anyhow::Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
+/// Which cells `axle bench rpc` measures, and for how long.
+pub struct Shape {
+    pub seconds: f64,
+    pub rounds: Option<u16>,
+    pub concurrencies: Vec<u16>,
+    pub sweep: bool,
+    pub short: bool,
+}
+
 /// `axle bench rpc`.
 pub fn rpc(
     manifest: Option<&Path>,
     json: bool,
-    seconds: f64,
+    shape: Shape,
     systems: &[String],
-    sweep: bool,
-    short: bool,
 ) -> anyhow::Result<ExitCode> {
+    let Shape {
+        seconds,
+        rounds,
+        concurrencies,
+        sweep,
+        short,
+    } = shape;
     for s in systems {
         if !bench::rpc::SYSTEMS.contains(&s.as_str()) {
             anyhow::bail!(
@@ -111,11 +125,21 @@ pub fn rpc(
         (false, true) => bench::rpc::Plan::sweep(duration),
         (false, false) => bench::rpc::Plan::standard(duration),
     };
+    let mut plan = match rounds {
+        Some(rounds) => plan.in_rounds(usize::from(rounds)),
+        None => plan,
+    };
+    if !concurrencies.is_empty() {
+        plan.concurrencies = concurrencies.into_iter().map(usize::from).collect();
+        plan.concurrencies.sort_unstable();
+        plan.concurrencies.dedup();
+    }
     let progress = crate::progress::spinner(format!(
-        "loopback echo: {} at payloads {:?} and concurrency {:?}, about {:.0} s",
+        "loopback echo: {} at payloads {:?} and concurrency {:?}, {} rounds, about {:.0} s",
         systems.join(", "),
         plan.payloads,
         plan.concurrencies,
+        plan.rounds,
         plan.seconds(systems.len())
     ));
     let report = rt.block_on(bench::rpc::run(&host, &manifest, &plan, &systems));
