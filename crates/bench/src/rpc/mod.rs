@@ -146,7 +146,7 @@ pub async fn run(
     let cells = plan.cells();
     // rounds[system][cell]: that system's rows of that cell, one per round.
     let mut rounds: Vec<Vec<Vec<Row>>> = vec![vec![Vec::new(); cells.len()]; targets.len()];
-    let mut merged: Vec<Vec<Latency>> = targets
+    let merged: Vec<Vec<Latency>> = targets
         .iter()
         .map(|_| cells.iter().map(|_| Latency::default()).collect())
         .collect();
@@ -162,10 +162,11 @@ pub async fn run(
             }
         }
     }
+    let names: Vec<&str> = targets.iter().map(|t| t.system).collect();
     stop_all(targets).await;
     let rows: Vec<Row> = rounds
         .iter()
-        .zip(&mut merged)
+        .zip(&merged)
         .flat_map(|(cells, merged)| {
             cells
                 .iter()
@@ -176,9 +177,9 @@ pub async fn run(
     let payload = plan.ratio_payload();
     let top = plan.concurrencies.iter().copied().max().unwrap_or(1);
     let at = cells.iter().position(|&cell| cell == (payload, top));
-    // The rounds of `system` at the ratios' cell, and its combined row there.
+    // The rounds of `system` at the ratios' cell.
     let rounds_of = |system: &str| -> Option<&[Row]> {
-        let i = rounds.iter().position(|r| r[0][0].system == system)?;
+        let i = names.iter().position(|&name| name == system)?;
         Some(&rounds[i][at?])
     };
     let find = |system: &str| {
