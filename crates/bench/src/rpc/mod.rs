@@ -144,27 +144,28 @@ pub async fn run(
         }
     }
     let cells = plan.cells();
-    // rounds[system][cell]: that system's rows of that cell, one per round.
-    let mut rounds: Vec<Vec<Vec<Row>>> = vec![vec![Vec::new(); cells.len()]; targets.len()];
+    let round_count = plan.rounds.max(1);
+    // by_round[system][cell]: that system's rows of that cell, one per round.
+    let mut by_round: Vec<Vec<Vec<Row>>> = vec![vec![Vec::new(); cells.len()]; targets.len()];
     let merged: Vec<Vec<Latency>> = targets
         .iter()
         .map(|_| cells.iter().map(|_| Latency::default()).collect())
         .collect();
     for (j, &(payload, c)) in cells.iter().enumerate() {
         let body = body(payload);
-        for round in 0..plan.rounds.max(1) {
+        for round in 0..round_count {
             for k in 0..targets.len() {
                 let i = (k + round) % targets.len();
                 let (call, body) = (targets[i].call.clone(), body.clone());
                 let cell = plan.cell(targets[i].system, payload, c);
                 let row = drive_into(cell, &merged[i][j], move || call(body.clone())).await;
-                rounds[i][j].push(row);
+                by_round[i][j].push(row);
             }
         }
     }
     let names: Vec<&str> = targets.iter().map(|t| t.system).collect();
     stop_all(targets).await;
-    let rows: Vec<Row> = rounds
+    let rows: Vec<Row> = by_round
         .iter()
         .zip(&merged)
         .flat_map(|(cells, merged)| {
@@ -180,7 +181,7 @@ pub async fn run(
     // The rounds of `system` at the ratios' cell.
     let rounds_of = |system: &str| -> Option<&[Row]> {
         let i = names.iter().position(|&name| name == system)?;
-        Some(&rounds[i][at?])
+        Some(&by_round[i][at?])
     };
     let find = |system: &str| {
         rows.iter()
@@ -197,7 +198,7 @@ pub async fn run(
             let wasm_vs_native = ratio("axle", "axle-native", req_per_s);
             Some(Ratios {
                 concurrency: top,
-                rounds: plan.rounds.max(1),
+                rounds: round_count,
                 axle_vs_tonic: ratio("axle", "tonic", req_per_s).map(|s| s.median),
                 axle_vs_raw: axle_vs_raw.map_or(0.0, |s| s.median),
                 axle_vs_raw_range: axle_vs_raw.map(|s| s.range),
@@ -217,8 +218,8 @@ pub async fn run(
     };
     Ok(Report {
         payload_bytes: payload,
-        seconds_per_run: plan.duration.as_secs_f64() * plan.rounds.max(1) as f64,
-        rounds: plan.rounds.max(1),
+        seconds_per_run: plan.duration.as_secs_f64() * round_count as f64,
+        rounds: round_count,
         rows,
         ratios,
         payloads: plan.payloads.clone(),
