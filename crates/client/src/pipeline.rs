@@ -141,8 +141,13 @@ impl Client {
                     trace,
                     attempts: Default::default(),
                 };
-                let result = self.attempts(&call, g).instrument(span.clone()).await;
-                let took = started.elapsed();
+                let (result, ended) = self.attempts(&call, g).instrument(span.clone()).await;
+                // The last attempt's own reading when an answer ended the call (read as
+                // it came, for the endpoint's facts).
+                let took = match ended {
+                    Some(at) => at.saturating_duration_since(started),
+                    None => started.elapsed(),
+                };
                 let slow = policy.breaker.is_slow(took);
                 pass.record(stages::feedback::verdict(&result, slow));
                 (result, Some(took))
@@ -177,9 +182,17 @@ impl Client {
     }
 
     /// Attempts until one succeeds, or a failure is final, or retries, failovers, budget
-    /// or deadline run out. The first attempt is hedged when the method says so.
-    async fn attempts(&self, call: &Call<'_>, g: &Governance) -> Result<Reply, CallError> {
-        let candidates = stages::route::candidates(&self.state, call)?;
+    /// or deadline run out. The first attempt is hedged when the method says so. With the
+    /// result, when it came, if an attempt's answer (or failure) ended the call.
+    async fn attempts(
+        &self,
+        call: &Call<'_>,
+        g: &Governance,
+    ) -> (Result<Reply, CallError>, Option<Instant>) {
+        let candidates = match stages::route::candidates(&self.state, call) {
+            Ok(candidates) => candidates,
+            Err(e) => return (Err(e), None),
+        };
         let mut tried = stages::select::Tried::new();
         let (mut retries_used, mut failovers) = (0, 0);
         let hedge =
@@ -188,32 +201,38 @@ impl Client {
         // The endpoint to go back to (`Next::Again`).
         let mut again: Option<Attempt> = None;
         loop {
-            let result = match (again.take(), hedge.filter(|_| tried.is_empty())) {
-                (Some(attempt), _) => self.send_to(call, attempt).await,
+            let (result, ended) = match (again.take(), hedge.filter(|_| tried.is_empty())) {
+                (Some(attempt), _) => {
+                    let (result, ended) = self.send_to(call, attempt, Instant::now()).await;
+                    (result, Some(ended))
+                }
                 // Boxed: a hedge holds two attempts at once, and unboxed it would double
                 // the size of every call's future, which is moved by copying.
                 (None, Some(delay)) => {
                     Box::pin(self.hedged(call, &candidates, &mut tried, delay)).await
                 }
                 (None, None) => match self.choose(call, &candidates, &mut tried) {
-                    Ok(attempt) => self.send_to(call, attempt).await,
-                    Err(e) => Err(e),
+                    Ok((attempt, now)) => {
+                        let (result, ended) = self.send_to(call, attempt, now).await;
+                        (result, Some(ended))
+                    }
+                    Err(e) => (Err(e), None),
                 },
             };
             let err = match result {
-                Ok(reply) => return Ok(reply),
+                Ok(reply) => return (Ok(reply), ended),
                 Err(e) => e,
             };
             let next = stages::retry::next(&err, rerun);
             let wait = match next {
-                Next::Final => return Err(err),
-                Next::Retry | Next::Again if retries_used >= g.retries => return Err(err),
+                Next::Final => return (Err(err), ended),
+                Next::Retry | Next::Again if retries_used >= g.retries => return (Err(err), ended),
                 Next::Again => {
                     // Only there: elsewhere the request could run a second time.
                     let last = tried.last().copied();
                     match last.and_then(|id| stages::select::again(&self.state, &candidates, id)) {
                         Some(attempt) => again = Some(attempt),
-                        None => return Err(err),
+                        None => return (Err(err), ended),
                     }
                     let wait = stages::retry::backoff(
                         Duration::from_millis(g.retry_interval_ms),
@@ -234,7 +253,7 @@ impl Client {
                 // once per call; it is also capped per call, and one after a provider's
                 // refusal needs the budget (Finagle keeps requeues apart from retries;
                 // under cluster-wide overload they must not multiply the load either).
-                Next::Failover if failovers >= g.max_failovers => return Err(err),
+                Next::Failover if failovers >= g.max_failovers => return (Err(err), ended),
                 Next::Failover => {
                     failovers += 1;
                     Duration::ZERO
@@ -242,12 +261,12 @@ impl Client {
             };
             let nowhere_new = again.is_none() && tried.len() >= candidates.members.len();
             if !stages::retry::fits(wait, call.deadline) || nowhere_new {
-                return Err(err);
+                return (Err(err), ended);
             }
             let counters = &call.policy.counters;
             if stages::retry::costs_budget(&err, next) && !call.svc.budget.withdraw() {
                 counters.budget_refused();
-                return Err(err);
+                return (Err(err), ended);
             }
             match next {
                 Next::Retry | Next::Again => counters.retried(),
@@ -268,17 +287,14 @@ impl Client {
     }
 
     /// Picks the next endpoint (excluding `tried`, and endpoints whose breaker is open)
-    /// and records it as tried. Nothing is picked once the budget is gone (plugins and
-    /// earlier attempts took it).
+    /// and records it as tried; with the clock read after the pick, which `send_to`
+    /// checks the deadline against and sends at (one reading for both).
     fn choose(
         &self,
         call: &Call<'_>,
         candidates: &stages::route::Candidates,
         tried: &mut stages::select::Tried,
-    ) -> Result<Attempt, CallError> {
-        if Instant::now() >= call.deadline {
-            return Err(CallError::Transport(TransportError::Timeout));
-        }
+    ) -> Result<(Attempt, Instant), CallError> {
         let attempt = stages::select::pick(
             &self.state,
             call.svc,
@@ -288,16 +304,23 @@ impl Client {
             call.options,
         )?;
         tried.push(attempt.ep.id);
-        Ok(attempt)
+        Ok((attempt, Instant::now()))
     }
 
-    /// Sends to one chosen endpoint and records the outcome. Dropped before that (a
-    /// hedge's loser, a caller that stopped waiting), the attempt gives back what it held.
-    async fn send_to(&self, call: &Call<'_>, mut attempt: Attempt) -> Result<Reply, CallError> {
-        let now = Instant::now();
+    /// Sends to one chosen endpoint at `now` (a reading taken after the pick) and
+    /// records the outcome; with the reading taken when the outcome came. Nothing is
+    /// sent once the budget is gone (plugins, the pick and earlier attempts took it).
+    /// Dropped before its outcome (a hedge's loser, a caller that stopped waiting), the
+    /// attempt gives back what it held.
+    async fn send_to(
+        &self,
+        call: &Call<'_>,
+        mut attempt: Attempt,
+        now: Instant,
+    ) -> (Result<Reply, CallError>, Instant) {
         if now >= call.deadline {
-            // The pick took what was left: nothing is sent, nothing is learnt.
-            return Err(CallError::Transport(TransportError::Timeout));
+            // What was left went before the send: nothing is sent, nothing is learnt.
+            return (Err(CallError::Transport(TransportError::Timeout)), now);
         }
         attempt.sent(now);
         let ep = attempt.ep.clone();
@@ -311,7 +334,8 @@ impl Client {
             .instrument(span.clone())
             .await;
         crate::trace::ended(&span, &result);
-        match attempt.finish(&call.policy.selector, &result) {
+        let ended = Instant::now();
+        match attempt.finish(&call.policy.selector, &result, ended) {
             Finding::Nothing => {}
             // Rare (once per endpoint going down): out of rotation before the next pick,
             // and re-dialled until it answers again.
@@ -324,7 +348,7 @@ impl Client {
             // Stopping (or shedding this connection): a fresh connection tells which.
             Finding::GoingAway => crate::health::redial::start(&self.state, &ep),
         }
-        result
+        (result, ended)
     }
 
     /// The first attempt, with a backup to another endpoint if no answer came within
@@ -337,21 +361,28 @@ impl Client {
         candidates: &stages::route::Candidates,
         tried: &mut stages::select::Tried,
         delay: Duration,
-    ) -> Result<Reply, CallError> {
-        let first = self.choose(call, candidates, tried)?;
-        let first = self.send_to(call, first);
+    ) -> (Result<Reply, CallError>, Option<Instant>) {
+        let (first, now) = match self.choose(call, candidates, tried) {
+            Ok(chosen) => chosen,
+            Err(e) => return (Err(e), None),
+        };
+        let first = self.send_to(call, first, now);
         tokio::pin!(first);
         tokio::select! {
-            r = &mut first => return r,
+            (r, at) = &mut first => return (r, Some(at)),
             _ = tokio::time::sleep(delay) => {}
         }
         if !call.svc.budget.withdraw() {
             call.policy.counters.budget_refused();
-            return first.await;
+            let (r, at) = first.await;
+            return (r, Some(at));
         }
         let backup = match self.choose(call, candidates, tried) {
-            Ok(attempt) => self.send_to(call, attempt),
-            Err(_) => return first.await,
+            Ok((attempt, now)) => self.send_to(call, attempt, now),
+            Err(_) => {
+                let (r, at) = first.await;
+                return (r, Some(at));
+            }
         };
         call.policy.counters.hedged();
         tracing::debug!(
@@ -362,16 +393,17 @@ impl Client {
             "hedging",
         );
         tokio::pin!(backup);
-        tokio::select! {
-            r = &mut first => match r {
-                Ok(reply) => Ok(reply),
+        let (r, at) = tokio::select! {
+            (r, at) = &mut first => match r {
+                Ok(reply) => (Ok(reply), at),
                 Err(_) => backup.await,
             },
-            r = &mut backup => match r {
-                Ok(reply) => Ok(reply),
+            (r, at) = &mut backup => match r {
+                Ok(reply) => (Ok(reply), at),
                 Err(_) => first.await,
             },
-        }
+        };
+        (r, Some(at))
     }
 
     /// Answers with the method's fallback.

@@ -27,9 +27,25 @@ pub fn now_ns() -> u64 {
     real_ns()
 }
 
+/// The kernel clock at `at`, a reading of `Instant::now()` the caller already has: a path
+/// that needs both an `Instant` (a deadline, a latency) and the kernel clock (facts) reads
+/// the clock once. Under a virtual clock, its time, as [`now_ns`] answers.
+#[inline]
+pub fn ns_at(at: Instant) -> u64 {
+    if VIRTUAL.load(Relaxed) {
+        return VIRTUAL_NS.load(Relaxed);
+    }
+    at.saturating_duration_since(*start()).as_nanos() as u64
+}
+
 fn real_ns() -> u64 {
+    start().elapsed().as_nanos() as u64
+}
+
+/// When the kernel clock reads 0.
+fn start() -> &'static Instant {
     static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    START.get_or_init(Instant::now)
 }
 
 /// The process's virtual clock while this guard lives; the real clock again once it is
@@ -79,12 +95,30 @@ mod tests {
     }
 
     #[test]
+    fn a_reading_taken_by_the_caller_is_the_same_clock() {
+        let _alone = OWNER.lock().unwrap_or_else(|e| e.into_inner());
+        let before = now_ns();
+        let at = ns_at(Instant::now());
+        let after = now_ns();
+        assert!(before <= at && at <= after, "{before} <= {at} <= {after}");
+        // A reading from before the clock started counts as its start.
+        if let Some(early) = start().checked_sub(std::time::Duration::from_millis(1)) {
+            assert_eq!(ns_at(early), 0);
+        }
+    }
+
+    #[test]
     fn a_virtual_clock_answers_while_installed() {
         let clock = VirtualClock::install(5_000);
         assert_eq!(now_ns(), 5_000);
         clock.set(9_000);
         clock.set(1_000);
         assert_eq!(now_ns(), 9_000, "never backwards");
+        assert_eq!(
+            ns_at(Instant::now()),
+            9_000,
+            "a caller's reading is virtual too"
+        );
         drop(clock);
         // The real clock again (it started with the process, not at 9 µs of virtual time
         // necessarily, so only check it moves on).

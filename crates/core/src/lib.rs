@@ -19,7 +19,7 @@ pub mod text;
 pub mod trace;
 pub mod validate;
 
-pub use clock::now_ns;
+pub use clock::{now_ns, ns_at};
 pub use endpoint::EndpointSpec;
 pub use scope::RequestScope;
 pub use trace::TraceContext;

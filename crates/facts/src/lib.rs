@@ -77,10 +77,15 @@ impl EndpointCell {
 
     /// A request finished after `latency_ns`, ending as `class`.
     pub fn finished(&self, latency_ns: u64, class: OutcomeClass) {
+        self.finished_at(now_ns(), latency_ns, class);
+    }
+
+    /// [`EndpointCell::finished`] at `now` on the kernel clock, for a caller that has
+    /// just read the clock for the latency (`axle_core::ns_at`).
+    pub fn finished_at(&self, now: u64, latency_ns: u64, class: OutcomeClass) {
         let slot = self.slot();
         slot.ended();
         slot.record_latency(latency_ns);
-        let now = now_ns();
         let record = self.record.get_or_init(Box::default);
         record.window.record(now, class, latency_ns);
         if record.first_call_ns.load(Relaxed) == 0 {

@@ -57,21 +57,28 @@ impl Attempt {
         }
     }
 
-    /// Records the outcome: the endpoint's breaker, its facts, the selector.
+    /// Records the outcome, `now` being when it came (the one clock reading for the
+    /// latency, the breaker's slow-call check and the facts' window): the endpoint's
+    /// breaker, its facts, the selector.
     pub fn finish(
         mut self,
         selector: &SelectorPlugin,
         result: &Result<Reply, CallError>,
+        now: Instant,
     ) -> Finding {
         self.settled = true;
         let ep = &self.ep;
-        let elapsed = self.sent.map(|t| t.elapsed()).unwrap_or_default();
+        let elapsed = self
+            .sent
+            .map(|t| now.saturating_duration_since(t))
+            .unwrap_or_default();
         ep.breaker
             .record(self.permit, verdict(result, ep.breaker.is_slow(elapsed)));
         let class = classify(result);
         if self.sent.is_some() {
             let latency_ns = elapsed.as_nanos() as u64;
-            ep.cell.finished(latency_ns, class);
+            ep.cell
+                .finished_at(axle_core::ns_at(now), latency_ns, class);
             selector.feedback(&Outcome {
                 endpoint: ep.id,
                 class,
