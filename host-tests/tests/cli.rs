@@ -129,9 +129,21 @@ fn bench_plugins_prints_one_json_object_with_the_floor_and_native_twins() {
     }
     for size in ["64B", "1KiB", "64KiB"] {
         for s in ["json", "msgpack"] {
-            find(s, "encode", size);
-            find(s, "decode", size);
+            for function in ["encode", "decode"] {
+                // Timed in turns with the twin: both readings are numbers (an untimed
+                // best would be infinite, and JSON null).
+                let row = find(s, function, size);
+                assert!(row["wasm_ns"].as_f64().unwrap() > 0.0, "{row}");
+                assert!(row["native_ns"].as_f64().unwrap() > 0.0, "{row}");
+            }
         }
+        let floor = report["bytes_floor"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["param"] == size)
+            .unwrap_or_else(|| panic!("no byte floor at {size}"));
+        assert!(floor["ns"].as_f64().unwrap() > 0.0, "{floor}");
     }
     find("token-bucket", "acquire", "-");
     find("availability", "score", "-");
