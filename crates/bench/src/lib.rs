@@ -324,7 +324,8 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                 }
             }
             Plugin::Serializer(p) => {
-                for (label, size) in PAYLOADS {
+                // `bytes_floor` holds one reading per payload, in `PAYLOADS`' order.
+                for (at, (label, size)) in PAYLOADS.into_iter().enumerate() {
                     let value = sample_value(size);
                     let Ok(bytes) = p.encode(&value) else {
                         continue;
@@ -334,17 +335,13 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                     // The component and its twin in turns, one loop each per round, and
                     // the best of each kept: their ratio is the target, and timed one
                     // after the other a busy spell of the machine between the two moved
-                    // it by half (`timed_in_turns`).
-                    // The byte floor at this size too: what any call carrying these
-                    // bytes pays, beside what the twin costs.
+                    // it by half (`timed_in_turns`). The byte floor at this size runs in
+                    // the same rounds: what any call carrying these bytes pays.
                     let (one_loop, rounds) = turns(budget);
                     let [mut enc, mut dec, mut nenc, mut ndec] = [f64::INFINITY; 4];
-                    let bytes_floor = bytes_floor
-                        .iter_mut()
-                        .find(|f| f.param == label)
-                        .expect("a byte floor per payload");
                     for _ in 0..rounds {
-                        bytes_floor.ns = bytes_floor.ns.min(bytes_floor_ns(one_loop, size));
+                        let floor_here = &mut bytes_floor[at].ns;
+                        *floor_here = floor_here.min(bytes_floor_ns(one_loop, size));
                         enc = enc.min(ns_per_call(one_loop, |_| {
                             let _ = black_box(p.encode(&value));
                         }));
