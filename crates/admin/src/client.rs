@@ -29,8 +29,8 @@ pub async fn request(
         .map_err(transport)?;
     let payload = serde_json::to_vec(body).map_err(|e| AdminError::Json(e.to_string()))?;
     let meta = Metadata {
-        service: Some(SERVICE.to_string()),
-        method: Some(method.to_string()),
+        service: Some(SERVICE.into()),
+        method: Some(method.into()),
         deadline_us: Some(timeout.as_micros() as u64),
         content_type: Some(JSON.into()),
         ..Metadata::default()

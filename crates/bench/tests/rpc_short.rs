@@ -328,14 +328,14 @@ fn server_path_allocations_are_counted() {
     let cache = tempfile::tempdir().expect("temp dir");
     let (per_request, _) = server_path(&host(&cache), 10_000, false);
     eprintln!("server path allocations per request: {per_request:.4}");
-    // A regression bound, as above. What is left per request: the service and method
-    // names read off the wire (two `String`s in `Metadata`), the pipeline's boxed future
-    // (`Dispatch::dispatch`) and the handler's (`Handler` is a boxed-future `Fn`); see
-    // docs/performance.md, "The server's path".
+    // A regression bound, as above. What is left per request: the pipeline's boxed future
+    // (`Dispatch::dispatch`) and the handler's (`Handler` is a boxed-future `Fn`); the
+    // service and method names are slices of the frame. See docs/performance.md, "The
+    // server's path".
     assert!(
-        per_request <= 4.25,
+        per_request <= 2.25,
         "{per_request:.4} allocations per request on the server path, over the bound of \
-         4.25 (4.00 when it was set); run `server_path_allocation_sites` (--ignored \
+         2.25 (2.00 when it was set); run `server_path_allocation_sites` (--ignored \
          --nocapture) to see where they are"
     );
 }

@@ -3,12 +3,16 @@
 use std::net::SocketAddr;
 
 use axle_core::RequestScope;
+use axle_wire::ByteString;
 
 /// The request's context, handed to every handler.
 #[derive(Clone, Debug)]
 pub struct Context {
-    pub service: String,
-    pub method: String,
+    /// The names the request came with: slices of its frame (read as `&str`), so
+    /// serving a request copies neither. A slice keeps the frame's buffer alive, as the
+    /// payload does: to keep a name past the request, copy it (`to_string()`).
+    pub service: ByteString,
+    pub method: ByteString,
     pub peer: SocketAddr,
     /// The caller's verified identity: the first DNS name of the client certificate it
     /// presented over mTLS (`None` over plain TCP or without client authentication).

@@ -149,8 +149,7 @@ impl Decoder for FrameCodec {
         }
         let mut frame = src.split_to(total).freeze();
         frame.advance(HEADER_LEN);
-        let meta = Metadata::decode(&frame[..meta_len])?;
-        frame.advance(meta_len);
+        let meta = Metadata::decode(&frame.split_to(meta_len))?;
         Ok(Some(Frame {
             kind,
             flags,

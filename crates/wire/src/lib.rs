@@ -9,6 +9,7 @@ mod frame;
 mod metadata;
 mod text_fields;
 
+pub use bytestring::ByteString;
 pub use codec::{encode_into as codec_encode, FrameCodec, Limits, WireError, HEADER_LEN};
 pub use compression::{decompress, Compression, Encoding, MAX_RATIO};
 pub use content_type::ContentType;

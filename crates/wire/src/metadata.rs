@@ -1,6 +1,7 @@
 //! Frame metadata: typed fields, encoded as `tag: u8, length: u16, value` (docs/wire.md).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytestring::ByteString;
 
 use super::{ContentType, ErrorClass, WireError};
 
@@ -23,8 +24,11 @@ const ACCEPT_ENCODING: u8 = 15;
 /// Everything a frame says besides its payload.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metadata {
-    pub service: Option<String>,
-    pub method: Option<String>,
+    /// The names a request is for. A received frame's are slices of the frame itself
+    /// (`ByteString`: checked UTF-8 over shared `Bytes`), so reading them allocates
+    /// nothing: every request a provider serves carries both.
+    pub service: Option<ByteString>,
+    pub method: Option<ByteString>,
     /// Microseconds of budget left when the frame was sent.
     pub deadline_us: Option<u64>,
     pub consumer_app: Option<String>,
@@ -89,6 +93,12 @@ pub(crate) fn put_tag(out: &mut BytesMut, key: &str, value: &str) -> Result<(), 
 
 fn text(tag: u8, value: &[u8]) -> Result<String, WireError> {
     text_ref(tag, value).map(str::to_owned)
+}
+
+/// A text field as a slice of the section it was read from: no copy.
+fn shared_text(tag: u8, section: &Bytes, value: &[u8]) -> Result<ByteString, WireError> {
+    ByteString::try_from(section.slice_ref(value))
+        .map_err(|_| WireError::Malformed(format!("metadata field {tag} is not UTF-8")))
 }
 
 fn text_ref(tag: u8, value: &[u8]) -> Result<&str, WireError> {
@@ -160,8 +170,10 @@ impl Metadata {
         Ok(())
     }
 
-    /// Decodes a whole metadata section. Unknown tags are skipped.
-    pub fn decode(mut src: &[u8]) -> Result<Metadata, WireError> {
+    /// Decodes a whole metadata section. Unknown tags are skipped. The service and method
+    /// share `section`'s bytes.
+    pub fn decode(section: &Bytes) -> Result<Metadata, WireError> {
+        let mut src: &[u8] = section;
         let mut m = Metadata::default();
         while src.has_remaining() {
             if src.remaining() < 3 {
@@ -180,8 +192,8 @@ impl Metadata {
             let (value, rest) = src.split_at(len);
             src = rest;
             match tag {
-                SERVICE => m.service = Some(text(tag, value)?),
-                METHOD => m.method = Some(text(tag, value)?),
+                SERVICE => m.service = Some(shared_text(tag, section, value)?),
+                METHOD => m.method = Some(shared_text(tag, section, value)?),
                 DEADLINE => m.deadline_us = Some(u64::from_be_bytes(fixed(tag, value)?)),
                 CONSUMER_APP => m.consumer_app = Some(text(tag, value)?),
                 TAG => {

@@ -90,7 +90,7 @@ mod tests {
         };
         let mut out = BytesMut::new();
         meta.encode(&mut out).expect("encode");
-        let back = Metadata::decode(&out).expect("decode");
+        let back = Metadata::decode(&out.freeze()).expect("decode");
         let typed = Metadata {
             service: Some("echo".into()),
             method: Some("say".into()),
@@ -103,7 +103,10 @@ mod tests {
         assert_eq!(back, typed);
         let mut typed_bytes = BytesMut::new();
         typed.encode(&mut typed_bytes).expect("encode");
-        assert_eq!(Metadata::decode(&typed_bytes).expect("decode"), typed);
+        assert_eq!(
+            Metadata::decode(&typed_bytes.freeze()).expect("decode"),
+            typed
+        );
     }
 
     #[test]

@@ -43,8 +43,8 @@ fn view<'a>(
 
 /// What an after point needs of the request once the handler has taken it.
 pub struct Parts {
-    service: String,
-    method: String,
+    service: axle_wire::ByteString,
+    method: axle_wire::ByteString,
     tags: Vec<(String, String)>,
     consumer_app: Option<String>,
     peer: std::net::IpAddr,

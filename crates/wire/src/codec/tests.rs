@@ -163,8 +163,8 @@ fn metadata() -> impl Strategy<Value = Metadata> {
     )
         .prop_map(
             |(s, m, d, a, t, c, tr, e, em, r, (id, code, span, enc, accept))| Metadata {
-                service: s,
-                method: m,
+                service: s.map(Into::into),
+                method: m.map(Into::into),
                 deadline_us: d,
                 consumer_app: a,
                 tags: t,
