@@ -37,6 +37,7 @@
 //! The composition is static: no boxed middleware, no allocation to compose. Strategies
 //! are plugins called from the stages, not layers.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,226 +63,240 @@ impl Client {
     /// each attempt's endpoint permit and in-flight count ([`Attempt`]).
     // `value` rides beside `body` (the same request, before encoding) for routers that
     // read fields; bundling the two would only rename the count.
+    //
+    // The request path's futures (this one, `attempts`, `send_to`, `stages::send`) are
+    // plain functions returning an `async move` block, not `async fn`s: an `async fn`'s
+    // state keeps its arguments twice (as given and as the body's locals), the block's
+    // once, and a call's future is moved by copying (docs/performance.md, "The size of a
+    // call's future").
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn invoke(
-        &self,
-        service: &str,
-        method: &str,
+    pub(crate) fn invoke<'a>(
+        &'a self,
+        service: &'a str,
+        method: &'a str,
         body: Bytes,
-        value: Option<&Value>,
-        content_type: &str,
-        options: &CallOptions,
+        value: Option<&'a Value>,
+        content_type: &'a str,
+        options: &'a CallOptions,
         started: Instant,
-    ) -> Result<Reply, CallError> {
-        self.start_monitor();
-        let svc = self.state.service(service)?;
-        let policy = svc.policy(method);
-        let g = &policy.governance;
-        let retagged;
-        let options = {
+    ) -> impl Future<Output = Result<Reply, CallError>> + Send + 'a {
+        async move {
+            self.start_monitor();
+            let svc = self.state.service(service)?;
+            let policy = svc.policy(method);
+            let g = &policy.governance;
+            let retagged;
+            let options = {
+                let seen = stages::intercept::Seen {
+                    svc: &svc,
+                    method,
+                    body: &body,
+                    options,
+                };
+                let budget_end = started + options.timeout.unwrap_or(g.timeout());
+                match stages::intercept::before(&policy.interceptors, &seen, budget_end) {
+                    Ok(None) => options,
+                    // Boxed: only a call whose interceptors set tags needs it, and it would
+                    // sit in every call's future.
+                    Ok(Some(tags)) => {
+                        retagged = Box::new(CallOptions {
+                            tags,
+                            ..options.clone()
+                        });
+                        &*retagged
+                    }
+                    Err(refused) => {
+                        let refused = Err(refused);
+                        let took = started.elapsed().as_nanos() as u64;
+                        policy.counters.ended(&refused, took);
+                        return refused;
+                    }
+                }
+            };
+            if let Some(cache) = &policy.cache {
+                let hit = cache.get(method, content_type, &body);
+                policy.counters.cache(hit.is_some());
+                if let Some(reply) = hit {
+                    return Ok(reply);
+                }
+            }
+            let deadline = started + options.timeout.unwrap_or(g.timeout());
+            let trace = crate::trace::for_call(options.trace);
+            let span = crate::trace::call_span(service, method, &trace, options.trace.as_ref());
+            // With how long the attempts took (one clock reading for the breaker and the
+            // counters).
+            let (result, took) = match policy.breaker.pass() {
+                None => (
+                    Err(CallError::BreakerOpen {
+                        target: format!("{service}/{method}"),
+                    }),
+                    None,
+                ),
+                Some(pass) => {
+                    svc.budget.deposit();
+                    let call = Call {
+                        svc: &svc,
+                        policy: &policy,
+                        method,
+                        body: &body,
+                        value,
+                        content_type,
+                        options,
+                        deadline,
+                        request_id: options
+                            .request_id
+                            .unwrap_or_else(|| fastrand::u128(..).to_be_bytes()),
+                        trace,
+                        attempts: Default::default(),
+                    };
+                    let (result, ended) = self.attempts(&call, g).instrument(span.clone()).await;
+                    // The last attempt's own reading when an answer ended the call (read as
+                    // it came, for the endpoint's facts).
+                    let took = match ended {
+                        Some(at) => at.saturating_duration_since(started),
+                        None => started.elapsed(),
+                    };
+                    let slow = policy.breaker.is_slow(took);
+                    pass.record(stages::feedback::verdict(&result, slow));
+                    (result, Some(took))
+                }
+            };
             let seen = stages::intercept::Seen {
                 svc: &svc,
                 method,
                 body: &body,
                 options,
             };
-            let budget_end = started + options.timeout.unwrap_or(g.timeout());
-            match stages::intercept::before(&policy.interceptors, &seen, budget_end) {
-                Ok(None) => options,
-                // Boxed: only a call whose interceptors set tags needs it, and it would
-                // sit in every call's future.
-                Ok(Some(tags)) => {
-                    retagged = Box::new(CallOptions {
-                        tags,
-                        ..options.clone()
-                    });
-                    &*retagged
+            let result = stages::intercept::after(&policy.interceptors, &seen, deadline, result);
+            crate::trace::ended(&span, &result);
+            // Read again only when client-after interceptors ran since.
+            let took = match took {
+                Some(took) if policy.interceptors.is_empty() => took,
+                _ => started.elapsed(),
+            };
+            policy.counters.ended(&result, took.as_nanos() as u64);
+            if let (Some(cache), Ok(reply)) = (&policy.cache, &result) {
+                cache.put(method, content_type, &body, reply);
+            }
+            match (result, &g.fallback) {
+                (Err(e), Some(fallback)) if options.fallback && stages::fallback::applies(&e) => {
+                    tracing::debug!(service, method, "answering with the fallback: {e}");
+                    policy.counters.fell_back();
+                    self.fallback(&svc, fallback, body, content_type, options)
+                        .await
                 }
-                Err(refused) => {
-                    let refused = Err(refused);
-                    let took = started.elapsed().as_nanos() as u64;
-                    policy.counters.ended(&refused, took);
-                    return refused;
-                }
+                (result, _) => result,
             }
-        };
-        if let Some(cache) = &policy.cache {
-            let hit = cache.get(method, content_type, &body);
-            policy.counters.cache(hit.is_some());
-            if let Some(reply) = hit {
-                return Ok(reply);
-            }
-        }
-        let deadline = started + options.timeout.unwrap_or(g.timeout());
-        let trace = crate::trace::for_call(options.trace);
-        let span = crate::trace::call_span(service, method, &trace, options.trace.as_ref());
-        // With how long the attempts took (one clock reading for the breaker and the
-        // counters).
-        let (result, took) = match policy.breaker.pass() {
-            None => (
-                Err(CallError::BreakerOpen {
-                    target: format!("{service}/{method}"),
-                }),
-                None,
-            ),
-            Some(pass) => {
-                svc.budget.deposit();
-                let call = Call {
-                    svc: &svc,
-                    policy: &policy,
-                    method,
-                    body: &body,
-                    value,
-                    content_type,
-                    options,
-                    deadline,
-                    request_id: options
-                        .request_id
-                        .unwrap_or_else(|| fastrand::u128(..).to_be_bytes()),
-                    trace,
-                    attempts: Default::default(),
-                };
-                let (result, ended) = self.attempts(&call, g).instrument(span.clone()).await;
-                // The last attempt's own reading when an answer ended the call (read as
-                // it came, for the endpoint's facts).
-                let took = match ended {
-                    Some(at) => at.saturating_duration_since(started),
-                    None => started.elapsed(),
-                };
-                let slow = policy.breaker.is_slow(took);
-                pass.record(stages::feedback::verdict(&result, slow));
-                (result, Some(took))
-            }
-        };
-        let seen = stages::intercept::Seen {
-            svc: &svc,
-            method,
-            body: &body,
-            options,
-        };
-        let result = stages::intercept::after(&policy.interceptors, &seen, deadline, result);
-        crate::trace::ended(&span, &result);
-        // Read again only when client-after interceptors ran since.
-        let took = match took {
-            Some(took) if policy.interceptors.is_empty() => took,
-            _ => started.elapsed(),
-        };
-        policy.counters.ended(&result, took.as_nanos() as u64);
-        if let (Some(cache), Ok(reply)) = (&policy.cache, &result) {
-            cache.put(method, content_type, &body, reply);
-        }
-        match (result, &g.fallback) {
-            (Err(e), Some(fallback)) if options.fallback && stages::fallback::applies(&e) => {
-                tracing::debug!(service, method, "answering with the fallback: {e}");
-                policy.counters.fell_back();
-                self.fallback(&svc, fallback, body, content_type, options)
-                    .await
-            }
-            (result, _) => result,
         }
     }
 
     /// Attempts until one succeeds, or a failure is final, or retries, failovers, budget
     /// or deadline run out. The first attempt is hedged when the method says so. With the
     /// result, when it came, if an attempt's answer (or failure) ended the call.
-    async fn attempts(
-        &self,
-        call: &Call<'_>,
-        g: &Governance,
-    ) -> (Result<Reply, CallError>, Option<Instant>) {
-        let candidates = match stages::route::candidates(&self.state, call) {
-            Ok(candidates) => candidates,
-            Err(e) => return (Err(e), None),
-        };
-        let mut tried = stages::select::Tried::new();
-        let (mut retries_used, mut failovers) = (0, 0);
-        let hedge =
-            (g.idempotent && g.hedge_delay_ms > 0).then(|| Duration::from_millis(g.hedge_delay_ms));
-        let rerun = stages::retry::Rerun::of(g);
-        // The endpoint to go back to (`Next::Again`).
-        let mut again: Option<Attempt> = None;
-        loop {
-            let (result, ended) = match (again.take(), hedge.filter(|_| tried.is_empty())) {
-                (Some(attempt), _) => {
-                    let (result, ended) = self.send_to(call, attempt, Instant::now()).await;
-                    (result, Some(ended))
-                }
-                // Boxed: a hedge holds two attempts at once, and unboxed it would double
-                // the size of every call's future, which is moved by copying.
-                (None, Some(delay)) => {
-                    Box::pin(self.hedged(call, &candidates, &mut tried, delay)).await
-                }
-                (None, None) => match self.choose(call, &candidates, &mut tried) {
-                    Ok((attempt, now)) => {
-                        let (result, ended) = self.send_to(call, attempt, now).await;
+    fn attempts<'a, 'b>(
+        &'a self,
+        call: &'a Call<'b>,
+        g: &'a Governance,
+    ) -> impl Future<Output = (Result<Reply, CallError>, Option<Instant>)> + use<'a, 'b> {
+        async move {
+            let candidates = match stages::route::candidates(&self.state, call) {
+                Ok(candidates) => candidates,
+                Err(e) => return (Err(e), None),
+            };
+            let mut tried = stages::select::Tried::new();
+            let (mut retries_used, mut failovers) = (0, 0);
+            let hedge = (g.idempotent && g.hedge_delay_ms > 0)
+                .then(|| Duration::from_millis(g.hedge_delay_ms));
+            let rerun = stages::retry::Rerun::of(g);
+            // The endpoint to go back to (`Next::Again`).
+            let mut again: Option<Attempt> = None;
+            loop {
+                let (result, ended) = match (again.take(), hedge.filter(|_| tried.is_empty())) {
+                    (Some(attempt), _) => {
+                        let (result, ended) = self.send_to(call, attempt, Instant::now()).await;
                         (result, Some(ended))
                     }
-                    Err(e) => (Err(e), None),
-                },
-            };
-            let err = match result {
-                Ok(reply) => return (Ok(reply), ended),
-                Err(e) => e,
-            };
-            let next = stages::retry::next(&err, rerun);
-            let wait = match next {
-                Next::Final => return (Err(err), ended),
-                Next::Retry | Next::Again if retries_used >= g.retries => return (Err(err), ended),
-                Next::Again => {
-                    // Only there: elsewhere the request could run a second time.
-                    let last = tried.last().copied();
-                    match last.and_then(|id| stages::select::again(&self.state, &candidates, id)) {
-                        Some(attempt) => again = Some(attempt),
-                        None => return (Err(err), ended),
+                    // Boxed: a hedge holds two attempts at once, and unboxed it would double
+                    // the size of every call's future, which is moved by copying.
+                    (None, Some(delay)) => {
+                        Box::pin(self.hedged(call, &candidates, &mut tried, delay)).await
                     }
-                    let wait = stages::retry::backoff(
-                        Duration::from_millis(g.retry_interval_ms),
-                        retries_used,
-                    );
-                    retries_used += 1;
-                    wait
+                    (None, None) => match self.choose(call, &candidates, &mut tried) {
+                        Ok((attempt, now)) => {
+                            let (result, ended) = self.send_to(call, attempt, now).await;
+                            (result, Some(ended))
+                        }
+                        Err(e) => (Err(e), None),
+                    },
+                };
+                let err = match result {
+                    Ok(reply) => return (Ok(reply), ended),
+                    Err(e) => e,
+                };
+                let next = stages::retry::next(&err, rerun);
+                let wait = match next {
+                    Next::Final => return (Err(err), ended),
+                    Next::Retry | Next::Again if retries_used >= g.retries => {
+                        return (Err(err), ended)
+                    }
+                    Next::Again => {
+                        // Only there: elsewhere the request could run a second time.
+                        let last = tried.last().copied();
+                        match last
+                            .and_then(|id| stages::select::again(&self.state, &candidates, id))
+                        {
+                            Some(attempt) => again = Some(attempt),
+                            None => return (Err(err), ended),
+                        }
+                        let wait = stages::retry::backoff(
+                            Duration::from_millis(g.retry_interval_ms),
+                            retries_used,
+                        );
+                        retries_used += 1;
+                        wait
+                    }
+                    Next::Retry => {
+                        let wait = stages::retry::backoff(
+                            Duration::from_millis(g.retry_interval_ms),
+                            retries_used,
+                        );
+                        retries_used += 1;
+                        wait
+                    }
+                    // Failover never re-runs a handler, and each endpoint is tried at most
+                    // once per call; it is also capped per call, and one after a provider's
+                    // refusal needs the budget (Finagle keeps requeues apart from retries;
+                    // under cluster-wide overload they must not multiply the load either).
+                    Next::Failover if failovers >= g.max_failovers => return (Err(err), ended),
+                    Next::Failover => {
+                        failovers += 1;
+                        Duration::ZERO
+                    }
+                };
+                let nowhere_new = again.is_none() && tried.len() >= candidates.members.len();
+                if !stages::retry::fits(wait, call.deadline) || nowhere_new {
+                    return (Err(err), ended);
                 }
-                Next::Retry => {
-                    let wait = stages::retry::backoff(
-                        Duration::from_millis(g.retry_interval_ms),
-                        retries_used,
-                    );
-                    retries_used += 1;
-                    wait
+                let counters = &call.policy.counters;
+                if stages::retry::costs_budget(&err, next) && !call.svc.budget.withdraw() {
+                    counters.budget_refused();
+                    return (Err(err), ended);
                 }
-                // Failover never re-runs a handler, and each endpoint is tried at most
-                // once per call; it is also capped per call, and one after a provider's
-                // refusal needs the budget (Finagle keeps requeues apart from retries;
-                // under cluster-wide overload they must not multiply the load either).
-                Next::Failover if failovers >= g.max_failovers => return (Err(err), ended),
-                Next::Failover => {
-                    failovers += 1;
-                    Duration::ZERO
+                match next {
+                    Next::Retry | Next::Again => counters.retried(),
+                    _ => counters.failed_over(),
                 }
-            };
-            let nowhere_new = again.is_none() && tried.len() >= candidates.members.len();
-            if !stages::retry::fits(wait, call.deadline) || nowhere_new {
-                return (Err(err), ended);
-            }
-            let counters = &call.policy.counters;
-            if stages::retry::costs_budget(&err, next) && !call.svc.budget.withdraw() {
-                counters.budget_refused();
-                return (Err(err), ended);
-            }
-            match next {
-                Next::Retry | Next::Again => counters.retried(),
-                _ => counters.failed_over(),
-            }
-            tracing::debug!(
-                service = %call.svc.name,
-                method = call.method,
-                attempt = call.attempts.load(std::sync::atomic::Ordering::Relaxed) + 1,
-                reason = %err,
-                "{}",
-                if next == Next::Failover { "failing over" } else { "retrying" },
-            );
-            if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
+                tracing::debug!(
+                    service = %call.svc.name,
+                    method = call.method,
+                    attempt = call.attempts.load(std::sync::atomic::Ordering::Relaxed) + 1,
+                    reason = %err,
+                    "{}",
+                    if next == Next::Failover { "failing over" } else { "retrying" },
+                );
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
             }
         }
     }
@@ -312,43 +327,45 @@ impl Client {
     /// sent once the budget is gone (plugins, the pick and earlier attempts took it).
     /// Dropped before its outcome (a hedge's loser, a caller that stopped waiting), the
     /// attempt gives back what it held.
-    async fn send_to(
-        &self,
-        call: &Call<'_>,
+    fn send_to<'a, 'b>(
+        &'a self,
+        call: &'a Call<'b>,
         mut attempt: Attempt,
         now: Instant,
-    ) -> (Result<Reply, CallError>, Instant) {
-        if now >= call.deadline {
-            // What was left went before the send: nothing is sent, nothing is learnt.
-            return (Err(CallError::Transport(TransportError::Timeout)), now);
-        }
-        attempt.sent(now);
-        let ep = attempt.ep.clone();
-        let number = call
-            .attempts
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1;
-        let span_id = crate::trace::span_id();
-        let span = crate::trace::attempt_span(call, &ep, number, &span_id);
-        let result = stages::send::send(&ep, call, call.deadline - now, span_id)
-            .instrument(span.clone())
-            .await;
-        crate::trace::ended(&span, &result);
-        let ended = Instant::now();
-        match attempt.finish(&call.policy.selector, &result, ended) {
-            Finding::Nothing => {}
-            // Rare (once per endpoint going down): out of rotation before the next pick,
-            // and re-dialled until it answers again.
-            Finding::Unreachable => {
-                self.state.publish();
-                self.state
-                    .event(&ep, crate::health::HealthChange::Unreachable);
-                crate::health::redial::start(&self.state, &ep);
+    ) -> impl Future<Output = (Result<Reply, CallError>, Instant)> + use<'a, 'b> {
+        async move {
+            if now >= call.deadline {
+                // What was left went before the send: nothing is sent, nothing is learnt.
+                return (Err(CallError::Transport(TransportError::Timeout)), now);
             }
-            // Stopping (or shedding this connection): a fresh connection tells which.
-            Finding::GoingAway => crate::health::redial::start(&self.state, &ep),
+            attempt.sent(now);
+            let ep = attempt.ep.clone();
+            let number = call
+                .attempts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            let span_id = crate::trace::span_id();
+            let span = crate::trace::attempt_span(call, &ep, number, &span_id);
+            let result = stages::send::send(&ep, call, call.deadline - now, span_id)
+                .instrument(span.clone())
+                .await;
+            crate::trace::ended(&span, &result);
+            let ended = Instant::now();
+            match attempt.finish(&call.policy.selector, &result, ended) {
+                Finding::Nothing => {}
+                // Rare (once per endpoint going down): out of rotation before the next pick,
+                // and re-dialled until it answers again.
+                Finding::Unreachable => {
+                    self.state.publish();
+                    self.state
+                        .event(&ep, crate::health::HealthChange::Unreachable);
+                    crate::health::redial::start(&self.state, &ep);
+                }
+                // Stopping (or shedding this connection): a fresh connection tells which.
+                Finding::GoingAway => crate::health::redial::start(&self.state, &ep),
+            }
+            (result, ended)
         }
-        (result, ended)
     }
 
     /// The first attempt, with a backup to another endpoint if no answer came within
