@@ -69,7 +69,7 @@ impl Client {
     // state keeps its arguments twice (as given and as the body's locals), the block's
     // once, and a call's future is moved by copying (docs/performance.md, "The size of a
     // call's future").
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, clippy::manual_async_fn)]
     pub(crate) fn invoke<'a>(
         &'a self,
         service: &'a str,
@@ -193,6 +193,7 @@ impl Client {
     /// Attempts until one succeeds, or a failure is final, or retries, failovers, budget
     /// or deadline run out. The first attempt is hedged when the method says so. With the
     /// result, when it came, if an attempt's answer (or failure) ended the call.
+    #[allow(clippy::manual_async_fn)] // a block on purpose: see `invoke`
     fn attempts<'a, 'b>(
         &'a self,
         call: &'a Call<'b>,
@@ -327,6 +328,7 @@ impl Client {
     /// sent once the budget is gone (plugins, the pick and earlier attempts took it).
     /// Dropped before its outcome (a hedge's loser, a caller that stopped waiting), the
     /// attempt gives back what it held.
+    #[allow(clippy::manual_async_fn)] // a block on purpose: see `invoke`
     fn send_to<'a, 'b>(
         &'a self,
         call: &'a Call<'b>,

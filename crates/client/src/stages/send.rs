@@ -13,6 +13,9 @@ use axle_wire::{Metadata, TextFields, FLAG_EXTERNAL};
 
 /// One attempt at one endpoint; `budget` is what is left of the call's deadline, `span_id`
 /// the attempt's span (the provider's parent).
+// An `async move` block, not an `async fn`: its state keeps the arguments once
+// (`Client::invoke` in pipeline.rs says why that matters).
+#[allow(clippy::manual_async_fn)]
 pub fn send<'a, 'b>(
     ep: &'a Endpoint,
     call: &'a Call<'b>,
