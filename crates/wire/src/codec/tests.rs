@@ -127,6 +127,28 @@ fn the_sender_refuses_frames_over_its_limit_and_writes_nothing() {
 }
 
 #[test]
+fn a_requests_names_are_read_in_place_and_checked() {
+    let mut buf = encode(&sample());
+    let range = buf.as_ptr_range();
+    let frame = FrameCodec::default().decode(&mut buf).unwrap().unwrap();
+    for name in [frame.meta.service.as_ref(), frame.meta.method.as_ref()] {
+        let name = name.expect("named");
+        assert!(
+            range.contains(&name.as_ptr()),
+            "{name:?} is a slice of the frame it came in, not a copy"
+        );
+    }
+    // Still checked UTF-8: a name that is not is refused, not sliced.
+    let mut bytes = encode(&sample());
+    // The service's first byte (tag 1, then a two-byte length).
+    bytes[HEADER_LEN + 3] = 0xff;
+    assert!(matches!(
+        FrameCodec::default().decode(&mut bytes),
+        Err(WireError::Malformed(m)) if m.contains("not UTF-8")
+    ));
+}
+
+#[test]
 fn malformed_metadata_is_an_error() {
     let mut bytes = encode(&sample());
     // Make the first field claim more bytes than the metadata holds.
