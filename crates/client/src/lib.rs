@@ -74,7 +74,7 @@ pub struct Answer<T> {
 
 /// One call on its way: what every attempt of it shares.
 pub(crate) struct Call<'a> {
-    pub svc: &'a Arc<ServiceState>,
+    pub svc: &'a ServiceState,
     pub policy: &'a state::MethodPolicy,
     pub method: &'a str,
     pub body: &'a Bytes,
@@ -209,7 +209,7 @@ impl Client {
         // included) is the call's.
         let started = Instant::now();
         let svc = self.state.service(service)?;
-        let (body, content_type) = stages::encode::encode(&svc, value)?;
+        let (body, content_type) = stages::encode::encode(svc, value)?;
         let reply = self
             .invoke(
                 service,

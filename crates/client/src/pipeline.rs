@@ -38,7 +38,6 @@
 //! are plugins called from the stages, not layers.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -88,7 +87,7 @@ impl Client {
             let retagged;
             let options = {
                 let seen = stages::intercept::Seen {
-                    svc: &svc,
+                    svc,
                     method,
                     body: &body,
                     options,
@@ -135,7 +134,7 @@ impl Client {
                 Some(pass) => {
                     svc.budget.deposit();
                     let call = Call {
-                        svc: &svc,
+                        svc,
                         policy: &policy,
                         method,
                         body: &body,
@@ -162,7 +161,7 @@ impl Client {
                 }
             };
             let seen = stages::intercept::Seen {
-                svc: &svc,
+                svc,
                 method,
                 body: &body,
                 options,
@@ -182,7 +181,7 @@ impl Client {
                 (Err(e), Some(fallback)) if options.fallback && stages::fallback::applies(&e) => {
                     tracing::debug!(service, method, "answering with the fallback: {e}");
                     policy.counters.fell_back();
-                    self.fallback(&svc, fallback, body, content_type, options)
+                    self.fallback(svc, fallback, body, content_type, options)
                         .await
                 }
                 (result, _) => result,
@@ -428,7 +427,7 @@ impl Client {
     /// Answers with the method's fallback.
     async fn fallback(
         &self,
-        svc: &Arc<ServiceState>,
+        svc: &ServiceState,
         fallback: &Fallback,
         body: Bytes,
         content_type: &str,

@@ -404,10 +404,13 @@ impl ClientState {
         Ok(change)
     }
 
-    pub fn service(&self, name: &str) -> Result<Arc<ServiceState>, CallError> {
+    /// Service `name`, borrowed: the set of services is fixed when the client is built,
+    /// so a call holds the client and needs no count of its own on the service (a count
+    /// every call on every core would write: `docs/performance.md`, "Shared counts").
+    pub fn service(&self, name: &str) -> Result<&ServiceState, CallError> {
         self.services
             .get(name)
-            .cloned()
+            .map(|svc| &**svc)
             .ok_or_else(|| CallError::NoSuchService(name.to_string()))
     }
 

@@ -1,8 +1,6 @@
 //! The serializer plugin on the way out (request) and in (response). Raw payloads never
 //! get here.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 
 use crate::state::{ClientState, ServiceState};
@@ -12,7 +10,7 @@ use axle_wire::ContentType;
 
 /// Encodes a request value with the service's serializer; returns the bytes and their
 /// content type.
-pub fn encode(svc: &Arc<ServiceState>, value: &Value) -> Result<(Bytes, ContentType), CallError> {
+pub fn encode(svc: &ServiceState, value: &Value) -> Result<(Bytes, ContentType), CallError> {
     let slots = svc.slots.load();
     let serializer = slots.serializer.as_ref().ok_or_else(|| {
         CallError::Encode(format!(
