@@ -1,9 +1,11 @@
 //! The limiter slot. Safe default: admit or reject, as the manifest's `on-error` says
 //! (admit unless told otherwise: a broken limiter must not become an outage).
 
+use std::cell::RefCell;
+use std::net::IpAddr;
 use std::sync::atomic::{
-    AtomicUsize,
-    Ordering::{Acquire, Release},
+    AtomicU64, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::{Arc, RwLock};
 
@@ -55,11 +57,11 @@ pub struct KeyParts<'a> {
     pub service: &'a str,
     pub method: &'a str,
     pub consumer_app: &'a str,
-    pub consumer_ip: std::net::IpAddr,
+    pub consumer_ip: IpAddr,
 }
 
 impl KeyParts<'_> {
-    fn matches(&self, key: &LimitKey, ip: &std::net::IpAddr) -> bool {
+    fn matches(&self, key: &LimitKey, ip: &IpAddr) -> bool {
         use axle_core::text::same;
         *ip == self.consumer_ip
             && same(&key.service, self.service)
@@ -69,11 +71,34 @@ impl KeyParts<'_> {
 }
 
 /// Interned keys sharing one hash: the key, its IP (compared without formatting), its id.
-type Bucket = Vec<(Arc<LimitKey>, std::net::IpAddr, u32)>;
+type Bucket = Vec<(Arc<LimitKey>, IpAddr, u32)>;
+
+/// Numbers the limiters of the process, so one's memoised key is never taken for
+/// another's ([`LAST_KEY`]).
+static SERIALS: AtomicU64 = AtomicU64::new(1);
+
+/// A key this thread looked up, the limiter it belongs to and its id there.
+struct Memo {
+    serial: u64,
+    key: Arc<LimitKey>,
+    ip: IpAddr,
+    id: u32,
+}
+
+thread_local! {
+    /// The key this thread looked up last. A provider's requests come in runs from the
+    /// same caller, so most lookups end here without the table's lock: a read lock
+    /// writes its reader count, a line every request on every core would write
+    /// (`docs/performance.md`, "Shared counts"). Ids are never reused for another key,
+    /// so a memo is right for as long as its limiter lives.
+    static LAST_KEY: RefCell<Option<Memo>> = const { RefCell::new(None) };
+}
 
 /// A loaded limiter.
 pub struct LimiterPlugin {
     pool: Pool<Member>,
+    /// This limiter's number among the process's ([`SERIALS`]).
+    serial: u64,
     on_error_admit: bool,
     /// Interned keys, by the hash of their parts. Read per request, written once per new
     /// key.
@@ -191,6 +216,7 @@ impl LimiterPlugin {
     ) -> Self {
         LimiterPlugin {
             pool,
+            serial: SERIALS.fetch_add(1, Relaxed),
             on_error_admit,
             ids: RwLock::new(rustc_hash::FxHashMap::default()),
             keys: RwLock::new(Vec::new()),
@@ -242,45 +268,64 @@ impl LimiterPlugin {
             parts.consumer_app = "";
         }
         if !self.key_on.consumer_ip {
-            parts.consumer_ip = std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+            parts.consumer_ip = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+        }
+        let memoised = LAST_KEY.with_borrow(|last| {
+            last.as_ref()
+                .filter(|m| m.serial == self.serial && parts.matches(&m.key, &m.ip))
+                .map(|m| m.id)
+        });
+        if let Some(id) = memoised {
+            return id;
         }
         match self.intern(parts, false) {
-            Some(id) => id,
+            Some((id, key)) => {
+                let memo = Memo {
+                    serial: self.serial,
+                    key,
+                    ip: parts.consumer_ip,
+                    id,
+                };
+                LAST_KEY.set(Some(memo));
+                id
+            }
+            // Not memoised: the memo holds the key asked for, and this is another.
             None => self
                 .intern(
                     KeyParts {
                         consumer_app: OVERFLOW,
-                        consumer_ip: std::net::IpAddr::V4(std::net::Ipv4Addr::BROADCAST),
+                        consumer_ip: IpAddr::V4(std::net::Ipv4Addr::BROADCAST),
                         ..parts
                     },
                     true,
                 )
-                .unwrap_or(0),
+                .map_or(0, |(id, _)| id),
         }
     }
 
-    /// `None`: the key is new and the table is full (and `overflow` is false).
-    fn intern(&self, parts: KeyParts<'_>, overflow: bool) -> Option<u32> {
+    /// The key's id and the key itself; `None`: the key is new and the table is full
+    /// (and `overflow` is false).
+    fn intern(&self, parts: KeyParts<'_>, overflow: bool) -> Option<(u32, Arc<LimitKey>)> {
         use std::hash::BuildHasher;
         let hash = self.hasher.hash_one(parts);
         let find = |bucket: &Bucket| {
             bucket
                 .iter()
                 .find(|(k, ip, _)| parts.matches(k, ip))
-                .map(|(_, _, id)| *id)
+                .map(|(k, _, id)| (*id, k.clone()))
         };
-        if let Some(id) = self
+        if let Some(found) = self
             .ids
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&hash)
             .and_then(find)
         {
-            return Some(id);
+            return Some(found);
         }
         let mut ids = self.ids.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(id) = ids.get(&hash).and_then(find) {
-            return Some(id);
+        if let Some(found) = ids.get(&hash).and_then(find) {
+            return Some(found);
         }
         let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
         if keys.len() >= MAX_KEYS && !overflow {
@@ -300,8 +345,8 @@ impl LimiterPlugin {
         let id = keys.len() as u32;
         keys.push(key.clone());
         self.key_count.store(keys.len(), Release);
-        bucket.push((key, parts.consumer_ip, id));
-        Some(id)
+        bucket.push((key.clone(), parts.consumer_ip, id));
+        Some((id, key))
     }
 
     /// How many keys the limiter knows (at most [`MAX_KEYS`] plus one overflow key per
@@ -319,7 +364,7 @@ impl LimiterPlugin {
             consumer_ip: key
                 .consumer_ip
                 .parse()
-                .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+                .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
         })
     }
 
@@ -460,5 +505,105 @@ fn spi_key(key: &LimitKey) -> axle_spi::LimitKey {
         method: key.method.clone(),
         consumer_app: key.consumer_app.clone(),
         consumer_ip: key.consumer_ip.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Admits everything: these tests are about the kernel's key ids.
+    struct Open;
+
+    impl NativeLimiter for Open {
+        fn key_defined(&mut self, _id: u32, _key: axle_spi::LimitKey) {}
+        fn acquire(&mut self, _key: u32, _permits: u32, _now_ns: u64) -> Admission {
+            Admission::Admit
+        }
+    }
+
+    fn limiter(key_on: crate::KeyOn) -> LimiterPlugin {
+        let owner = crate::pool::Owner {
+            name: "open".into(),
+            stats: Arc::new(crate::stats::PluginStats::named("open")),
+            timeout_ms: 100,
+        };
+        LimiterPlugin::native(Box::new(Open), owner, true, key_on, Arc::default())
+    }
+
+    fn parts<'a>(method: &'a str, app: &'a str, ip: &str) -> KeyParts<'a> {
+        KeyParts {
+            service: "orders",
+            method,
+            consumer_app: app,
+            consumer_ip: ip.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_thread_asking_two_limiters_gets_each_ones_own_ids() {
+        // The thread's memo holds the last key asked for: asking `b` after `a` for the
+        // same key must not answer `a`'s id.
+        let (a, b) = (
+            limiter(crate::KeyOn::default()),
+            limiter(crate::KeyOn::default()),
+        );
+        assert_eq!(a.key_id_of(parts("get", "", "10.0.0.1")), 0);
+        assert_eq!(a.key_id_of(parts("put", "", "10.0.0.1")), 1);
+        assert_eq!(b.key_id_of(parts("put", "", "10.0.0.1")), 0);
+        assert_eq!(a.key_id_of(parts("put", "", "10.0.0.1")), 1);
+        assert_eq!(
+            a.key_id_of(parts("put", "", "10.0.0.1")),
+            1,
+            "from the memo"
+        );
+        assert_eq!(b.key_id_of(parts("put", "", "10.0.0.1")), 0);
+        assert_eq!((a.key_count(), b.key_count()), (2, 1));
+    }
+
+    #[test]
+    fn the_memo_answers_only_the_same_key_as_the_limiter_keys_it() {
+        let by_ip = limiter(crate::KeyOn::default());
+        let get = by_ip.key_id_of(parts("get", "billing", "10.0.0.1"));
+        assert_eq!(get, by_ip.key_id_of(parts("get", "billing", "10.0.0.1")));
+        // Another caller's address is another key; the app is not part of it here.
+        let other = by_ip.key_id_of(parts("get", "billing", "10.0.0.2"));
+        assert_ne!(other, get);
+        assert_eq!(by_ip.key_id_of(parts("get", "search", "10.0.0.2")), other);
+        assert_eq!(by_ip.key_id_of(parts("get", "billing", "10.0.0.1")), get);
+
+        let by_app = limiter(crate::KeyOn {
+            consumer_app: true,
+            consumer_ip: false,
+        });
+        let billing = by_app.key_id_of(parts("get", "billing", "10.0.0.1"));
+        assert_eq!(
+            by_app.key_id_of(parts("get", "billing", "10.0.0.9")),
+            billing
+        );
+        assert_ne!(
+            by_app.key_id_of(parts("get", "search", "10.0.0.9")),
+            billing
+        );
+        assert_eq!(by_app.key_count(), 2);
+    }
+
+    #[test]
+    fn threads_share_the_table_not_the_memo() {
+        let l = Arc::new(limiter(crate::KeyOn::default()));
+        let here = l.key_id_of(parts("get", "", "10.0.0.1"));
+        let there = {
+            let l = l.clone();
+            std::thread::spawn(move || {
+                (
+                    l.key_id_of(parts("put", "", "10.0.0.1")),
+                    l.key_id_of(parts("get", "", "10.0.0.1")),
+                )
+            })
+            .join()
+            .unwrap()
+        };
+        assert_eq!(there, (1, here));
+        assert_eq!(l.key_id_of(parts("put", "", "10.0.0.1")), 1);
     }
 }
