@@ -3,6 +3,8 @@
 //! is answered `not_found` earlier, before any protection (`not_found`).
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Instant;
 
 use tracing::Instrument;
@@ -60,21 +62,20 @@ pub fn dispatch<'s>(
             );
             return (late, false);
         };
-        let result = match deadline {
-            Some(d) => match tokio::time::timeout_at(d.into(), run).await {
-                Ok(r) => r,
-                Err(_) => {
-                    stats.handled(started.elapsed().as_nanos() as u64);
-                    let late = Frame::error(
-                        id,
-                        ErrorClass::DeadlineExceeded,
-                        "the handler ran out of time",
-                    );
-                    span.record("error", ErrorClass::DeadlineExceeded.as_str());
-                    return (late, true);
-                }
-            },
-            None => run.await,
+        let within = Within {
+            run,
+            deadline,
+            timer: None,
+        };
+        let Some(result) = within.await else {
+            stats.handled(started.elapsed().as_nanos() as u64);
+            let late = Frame::error(
+                id,
+                ErrorClass::DeadlineExceeded,
+                "the handler ran out of time",
+            );
+            span.record("error", ErrorClass::DeadlineExceeded.as_str());
+            return (late, true);
         };
         stats.handled(started.elapsed().as_nanos() as u64);
         let answer = match result {
@@ -87,5 +88,83 @@ pub fn dispatch<'s>(
             }
         };
         (answer, true)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A handler's run within its deadline (`None` once the deadline passed first), its
+    /// timer made only when the first poll did not finish it: most handlers answer at
+    /// once, and making a timer clones the runtime's handle, a count every request on
+    /// every core would write (`docs/performance.md`, "Shared counts"). As with
+    /// `tokio::time::timeout_at`, the run is polled before the timer.
+    struct Within<F> {
+        #[pin]
+        run: F,
+        deadline: Option<Instant>,
+        #[pin]
+        timer: Option<tokio::time::Sleep>,
+    }
+}
+
+impl<F: Future> Future for Within<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Poll::Ready(answer) = this.run.poll(cx) {
+            return Poll::Ready(Some(answer));
+        }
+        let Some(deadline) = *this.deadline else {
+            return Poll::Pending;
+        };
+        if this.timer.is_none() {
+            this.timer
+                .set(Some(tokio::time::sleep_until(deadline.into())));
+        }
+        this.timer
+            .as_pin_mut()
+            .map_or(Poll::Pending, |timer| timer.poll(cx).map(|()| None))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn within<F: Future>(run: F, deadline: Option<Instant>) -> Within<F> {
+        Within {
+            run,
+            deadline,
+            timer: None,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_that_answers_at_once_wins_even_past_its_deadline() {
+        let gone = Instant::now() - Duration::from_millis(1);
+        assert_eq!(within(async { 7 }, Some(gone)).await, Some(7));
+        assert_eq!(within(async { 8 }, None).await, Some(8));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_that_waits_gets_its_timer() {
+        let never = std::future::pending::<u32>();
+        let soon = Instant::now() + Duration::from_millis(20);
+        assert_eq!(
+            within(never, Some(soon)).await,
+            None,
+            "the deadline ends it"
+        );
+
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let later = Instant::now() + Duration::from_secs(30);
+        let answer = tokio::spawn(within(async { rx.await.unwrap() }, Some(later)));
+        tx.send(9).unwrap();
+        assert_eq!(
+            answer.await.unwrap(),
+            Some(9),
+            "answered before the deadline"
+        );
     }
 }
