@@ -1,0 +1,98 @@
+//! The kernel's key ids: per limiter, and memoised per thread without crossing limiters.
+
+use super::*;
+
+/// Admits everything: these tests are about the kernel's key ids.
+struct Open;
+
+impl NativeLimiter for Open {
+    fn key_defined(&mut self, _id: u32, _key: axle_spi::LimitKey) {}
+    fn acquire(&mut self, _key: u32, _permits: u32, _now_ns: u64) -> Admission {
+        Admission::Admit
+    }
+}
+
+fn limiter(key_on: crate::KeyOn) -> LimiterPlugin {
+    let owner = crate::pool::Owner {
+        name: "open".into(),
+        stats: Arc::new(crate::stats::PluginStats::named("open")),
+        timeout_ms: 100,
+    };
+    LimiterPlugin::native(Box::new(Open), owner, true, key_on, Arc::default())
+}
+
+fn parts<'a>(method: &'a str, app: &'a str, ip: &str) -> KeyParts<'a> {
+    KeyParts {
+        service: "orders",
+        method,
+        consumer_app: app,
+        consumer_ip: ip.parse().unwrap(),
+    }
+}
+
+#[test]
+fn a_thread_asking_two_limiters_gets_each_ones_own_ids() {
+    // The thread's memo holds the last key asked for: asking `b` after `a` for the
+    // same key must not answer `a`'s id.
+    let (a, b) = (
+        limiter(crate::KeyOn::default()),
+        limiter(crate::KeyOn::default()),
+    );
+    assert_eq!(a.key_id_of(parts("get", "", "10.0.0.1")), 0);
+    assert_eq!(a.key_id_of(parts("put", "", "10.0.0.1")), 1);
+    assert_eq!(b.key_id_of(parts("put", "", "10.0.0.1")), 0);
+    assert_eq!(a.key_id_of(parts("put", "", "10.0.0.1")), 1);
+    assert_eq!(
+        a.key_id_of(parts("put", "", "10.0.0.1")),
+        1,
+        "from the memo"
+    );
+    assert_eq!(b.key_id_of(parts("put", "", "10.0.0.1")), 0);
+    assert_eq!((a.key_count(), b.key_count()), (2, 1));
+}
+
+#[test]
+fn the_memo_answers_only_the_same_key_as_the_limiter_keys_it() {
+    let by_ip = limiter(crate::KeyOn::default());
+    let get = by_ip.key_id_of(parts("get", "billing", "10.0.0.1"));
+    assert_eq!(get, by_ip.key_id_of(parts("get", "billing", "10.0.0.1")));
+    // Another caller's address is another key; the app is not part of it here.
+    let other = by_ip.key_id_of(parts("get", "billing", "10.0.0.2"));
+    assert_ne!(other, get);
+    assert_eq!(by_ip.key_id_of(parts("get", "search", "10.0.0.2")), other);
+    assert_eq!(by_ip.key_id_of(parts("get", "billing", "10.0.0.1")), get);
+
+    let by_app = limiter(crate::KeyOn {
+        consumer_app: true,
+        consumer_ip: false,
+    });
+    let billing = by_app.key_id_of(parts("get", "billing", "10.0.0.1"));
+    assert_eq!(
+        by_app.key_id_of(parts("get", "billing", "10.0.0.9")),
+        billing
+    );
+    assert_ne!(
+        by_app.key_id_of(parts("get", "search", "10.0.0.9")),
+        billing
+    );
+    assert_eq!(by_app.key_count(), 2);
+}
+
+#[test]
+fn threads_share_the_table_not_the_memo() {
+    let l = Arc::new(limiter(crate::KeyOn::default()));
+    let here = l.key_id_of(parts("get", "", "10.0.0.1"));
+    let there = {
+        let l = l.clone();
+        std::thread::spawn(move || {
+            (
+                l.key_id_of(parts("put", "", "10.0.0.1")),
+                l.key_id_of(parts("get", "", "10.0.0.1")),
+            )
+        })
+        .join()
+        .unwrap()
+    };
+    assert_eq!(there, (1, here));
+    assert_eq!(l.key_id_of(parts("put", "", "10.0.0.1")), 1);
+}
