@@ -141,9 +141,11 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_run_that_answers_at_once_wins_even_past_its_deadline() {
+    async fn a_run_that_answers_at_once_wins_even_past_its_deadline_and_makes_no_timer() {
         let gone = Instant::now() - Duration::from_millis(1);
-        assert_eq!(within(async { 7 }, Some(gone)).await, Some(7));
+        let mut at_once = std::pin::pin!(within(async { 7 }, Some(gone)));
+        assert_eq!(futures::poll!(at_once.as_mut()), Poll::Ready(Some(7)));
+        assert!(at_once.timer.is_none(), "no timer for a run that answered");
         assert_eq!(within(async { 8 }, None).await, Some(8));
     }
 
@@ -159,12 +161,10 @@ mod tests {
 
         let (tx, rx) = tokio::sync::oneshot::channel();
         let later = Instant::now() + Duration::from_secs(30);
-        let answer = tokio::spawn(within(async { rx.await.unwrap() }, Some(later)));
+        let mut waiting = std::pin::pin!(within(async { rx.await.unwrap() }, Some(later)));
+        assert_eq!(futures::poll!(waiting.as_mut()), Poll::Pending);
+        assert!(waiting.timer.is_some(), "a run still waiting has its timer");
         tx.send(9).unwrap();
-        assert_eq!(
-            answer.await.unwrap(),
-            Some(9),
-            "answered before the deadline"
-        );
+        assert_eq!(waiting.await, Some(9), "answered before the deadline");
     }
 }
