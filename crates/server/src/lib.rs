@@ -529,8 +529,13 @@ impl Pipeline {
 }
 
 impl Dispatch for Pipeline {
-    fn dispatch(self: Arc<Self>, request: Frame, peer: &Arc<Peer>) -> BoxFuture<'static, Frame> {
-        Box::pin(pipeline::run(self, request, peer.clone()))
+    fn dispatch(
+        self: Arc<Self>,
+        request: Frame,
+        peer: &Arc<Peer>,
+        arrived: std::time::Instant,
+    ) -> BoxFuture<'static, Frame> {
+        Box::pin(pipeline::run(self, request, peer.clone(), arrived))
     }
 
     fn keeps_running(&self, request: &Frame) -> bool {

@@ -54,8 +54,8 @@ use axle_wire::{ErrorClass, Frame, FLAG_EXTERNAL};
 /// every local it keeps across an await, and is moved by copying, nested futures once
 /// per level: so the request, its context and the checks' state are not held in it
 /// (`docs/performance.md`, "The size of a call's future").
-pub async fn run(p: Arc<Pipeline>, request: Frame, peer: Arc<Peer>) -> Frame {
-    let waiting = match start(&p, request, &peer) {
+pub async fn run(p: Arc<Pipeline>, request: Frame, peer: Arc<Peer>, arrived: Instant) -> Frame {
+    let waiting = match start(&p, request, &peer, arrived) {
         Started::Answered(answer) => return answer,
         Started::Waiting(waiting) => waiting,
     };
@@ -135,6 +135,7 @@ fn start<'p>(
     p: &'p Pipeline,
     mut request: Frame,
     peer: &Arc<Peer>,
+    arrived: Instant,
 ) -> Started<'p, impl Future<Output = (Frame, bool)> + Send + 'p> {
     let id = request.id;
     if p.closing.load(Relaxed) {
@@ -176,7 +177,8 @@ fn start<'p>(
         peer: peer.addr,
         peer_identity: peer.identity().map(str::to_string),
         scope: RequestScope {
-            deadline: Some(Instant::now() + budget),
+            // From when the frame was read: the time it waited since counts against it.
+            deadline: Some(arrived + budget),
             tags: std::mem::take(&mut request.meta.tags),
             consumer_app: request.meta.consumer_app.take(),
             external,
@@ -184,7 +186,7 @@ fn start<'p>(
         },
     };
     let protected = match handler {
-        Some(handler) => protected(p, guard, handler, ctx, request, external),
+        Some(handler) => protected(p, guard, handler, ctx, request, external, arrived),
         None => Err(Box::new(dispatch::not_found(&ctx, id))),
     };
     match protected {
@@ -213,6 +215,7 @@ fn protected<'p>(
     mut ctx: Context,
     request: Frame,
     external: bool,
+    arrived: Instant,
 ) -> Result<
     (
         Work<'p, impl Future<Output = (Frame, bool)> + Send + 'p>,
@@ -257,7 +260,7 @@ fn protected<'p>(
             }
         }
     }
-    match admit(p, guard, &ctx, id) {
+    match admit(p, guard, &ctx, id, arrived) {
         Err(refused) => {
             if let Some(run) = first_run {
                 run.finish(&refused, false);
@@ -284,8 +287,9 @@ fn admit<'g>(
     guard: &'g protect::MethodGuard,
     ctx: &Context,
     id: u64,
+    arrived: Instant,
 ) -> Result<(Option<limit::Permit>, axle_governance::guard::Entry<'g>), Box<Frame>> {
-    let permit = limit::admit(p, ctx, guard, id)?;
+    let permit = limit::admit(p, ctx, guard, id, arrived)?;
     match guard.guard.enter() {
         Ok(entry) => Ok((permit, entry)),
         Err(refusal) => {
@@ -308,9 +312,11 @@ impl Drop for InFlight<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     use std::sync::Arc;
+    use std::time::{Duration, Instant};
 
-    use axle_wire::{Frame, Metadata};
+    use axle_wire::{ErrorClass, Frame, Metadata};
     use bytes::Bytes;
 
     use crate::{Response, ServerBuilder};
@@ -341,10 +347,50 @@ mod tests {
             ..Metadata::default()
         };
         let request = Frame::request(1, meta, Bytes::from_static(b"hi"));
-        let run = super::run(server.pipeline.clone(), request, peer);
+        let run = super::run(server.pipeline.clone(), request, peer, Instant::now());
         let size = std::mem::size_of_val(&run);
         assert!(size <= 1536, "a request's future is {size} bytes");
         assert_eq!(run.await.meta.error_class, None, "and it answers");
         server.shutdown(std::time::Duration::ZERO).await;
+    }
+
+    /// The budget a request brings counts from when its frame was read, not from when
+    /// the pipeline got to it: one that waited out its budget before dispatch is late.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_deadline_counts_from_the_frames_arrival() {
+        let runs = Arc::new(AtomicU32::new(0));
+        let counted = runs.clone();
+        let echo: crate::Handler = Arc::new(move |req| {
+            counted.fetch_add(1, Relaxed);
+            Box::pin(async move {
+                Ok(Response {
+                    payload: req.payload,
+                    content_type: req.content_type,
+                })
+            })
+        });
+        let server = ServerBuilder::new()
+            .any_method("echo", echo)
+            .bind("127.0.0.1:0")
+            .await
+            .unwrap();
+        let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
+        let request = |id| {
+            let meta = Metadata {
+                service: Some("echo".into()),
+                method: Some("x".into()),
+                deadline_us: Some(50_000),
+                ..Metadata::default()
+            };
+            Frame::request(id, meta, Bytes::from_static(b"hi"))
+        };
+        let p = server.pipeline.clone();
+        let fresh = super::run(p.clone(), request(1), peer.clone(), Instant::now()).await;
+        assert_eq!(fresh.meta.error_class, None);
+        let read_long_ago = Instant::now() - Duration::from_millis(60);
+        let late = super::run(p, request(2), peer, read_long_ago).await;
+        assert_eq!(late.meta.error_class, Some(ErrorClass::DeadlineExceeded));
+        assert_eq!(runs.load(Relaxed), 1, "the late request's handler never ran");
+        server.shutdown(Duration::ZERO).await;
     }
 }

@@ -37,7 +37,12 @@ impl Drop for CountDrop<'_> {
 }
 
 impl Dispatch for SlowEcho {
-    fn dispatch(self: Arc<Self>, request: Frame, _peer: &Arc<Peer>) -> BoxFuture<'static, Frame> {
+    fn dispatch(
+        self: Arc<Self>,
+        request: Frame,
+        _peer: &Arc<Peer>,
+        _arrived: std::time::Instant,
+    ) -> BoxFuture<'static, Frame> {
         Box::pin(async move {
             if request.payload.first() == Some(&STOPPING) {
                 return Frame::error(request.id, ErrorClass::ShuttingDown, "stopping");

@@ -388,7 +388,12 @@ fn aborting(
 struct RawEcho;
 
 impl Dispatch for RawEcho {
-    fn dispatch(self: Arc<Self>, request: Frame, _peer: &Arc<Peer>) -> BoxFuture<'static, Frame> {
+    fn dispatch(
+        self: Arc<Self>,
+        request: Frame,
+        _peer: &Arc<Peer>,
+        _arrived: std::time::Instant,
+    ) -> BoxFuture<'static, Frame> {
         Box::pin(std::future::ready(Frame::response(
             request.id,
             request.meta.content_type,

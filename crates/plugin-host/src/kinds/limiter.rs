@@ -49,6 +49,8 @@ struct Member {
     /// The cluster view's version this instance was last told (`cluster-limiter` only;
     /// 0: nothing yet, as for a new instance).
     cluster_seen: u64,
+    /// The `now-ns` of the last `acquire` (kept across replacements of the instance).
+    last_now_ns: u64,
 }
 
 /// A key's parts as a request carries them, borrowed (no allocation to look one up).
@@ -401,13 +403,23 @@ impl LimiterPlugin {
         took
     }
 
-    /// Asks to admit `permits` under `key` (interned by [`LimiterPlugin::key_id`]).
+    /// Asks to admit `permits` under `key` (interned by [`LimiterPlugin::key_id`]), now.
     pub fn acquire(&self, key: u32, permits: u32) -> Admitted {
+        self.acquire_at(key, permits, axle_core::now_ns())
+    }
+
+    /// [`LimiterPlugin::acquire`] at `at_ns` on the kernel clock, a reading the caller
+    /// already has (the server's: when the request's frame was read), so the call reads
+    /// no clock of its own. The plugin's `now-ns` never goes back from one call to the
+    /// next: a reading older than the last call's (taken before another caller got the
+    /// instance) is passed as the last call's.
+    pub fn acquire_at(&self, key: u32, permits: u32, at_ns: u64) -> Admitted {
         let answer = self
             .pool
             .with(|member| {
                 self.catch_up(member)?;
-                let now_ns = axle_core::now_ns();
+                let now_ns = at_ns.max(member.last_now_ns);
+                member.last_now_ns = now_ns;
                 match &mut member.runner {
                     Runner::Wasm(inst) => inst
                         .call("acquire", |b, s| b.call_acquire(s, key, permits, now_ns))
@@ -494,6 +506,7 @@ impl Member {
             runner,
             known: Vec::new(),
             cluster_seen: 0,
+            last_now_ns: 0,
         }
     }
 }

@@ -91,6 +91,7 @@ pub fn admit(
     ctx: &Context,
     guard: &MethodGuard,
     id: u64,
+    arrived: Instant,
 ) -> Result<Option<Permit>, Box<Frame>> {
     let parts = || KeyParts {
         service: &guard.service,
@@ -101,7 +102,9 @@ pub fn admit(
     let loaded = p.limiter.load();
     let live = loaded.as_ref().map(|limiter| {
         let key = limiter.key_id_of(parts());
-        (limiter, key, limiter.acquire(key, 1).admission)
+        // The limiter's clock reads when the request arrived (no reading of its own).
+        let at_ns = axle_core::ns_at(arrived);
+        (limiter, key, limiter.acquire_at(key, 1, at_ns).admission)
     });
     let shadow = p.shadow_limiter.sampled().and_then(|shadow| {
         let key = shadow_limit::ask(&shadow, parts(), live.as_ref().map(|l| l.2))?;
@@ -133,6 +136,7 @@ pub fn admit(
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::time::Instant;
 
     use bytes::Bytes;
 
@@ -208,16 +212,32 @@ limiter = \"one\"
         // Past the one token `*/*` would have: every one is still `not_found`.
         for i in 0..20 {
             let service = format!("nope{}", i % 3);
-            let answer =
-                crate::pipeline::run(p.clone(), request(i, &service, "x"), peer.clone()).await;
+            let answer = crate::pipeline::run(
+                p.clone(),
+                request(i, &service, "x"),
+                peer.clone(),
+                Instant::now(),
+            )
+            .await;
             assert_eq!(answer.meta.error_class, Some(ErrorClass::NotFound), "{i}");
         }
         assert_eq!(limiter_calls(), before, "the limiter never saw them");
         // A served method meets the limiter: its one token, then a rejection.
-        let ok = crate::pipeline::run(p.clone(), request(100, "echo", "a"), peer.clone()).await;
+        let ok = crate::pipeline::run(
+            p.clone(),
+            request(100, "echo", "a"),
+            peer.clone(),
+            Instant::now(),
+        )
+        .await;
         assert_eq!(ok.meta.error_class, None);
-        let limited =
-            crate::pipeline::run(p.clone(), request(101, "echo", "b"), peer.clone()).await;
+        let limited = crate::pipeline::run(
+            p.clone(),
+            request(101, "echo", "b"),
+            peer.clone(),
+            Instant::now(),
+        )
+        .await;
         assert_eq!(limited.meta.error_class, Some(ErrorClass::RateLimited));
         assert!(limiter_calls() > before);
 
@@ -283,20 +303,41 @@ max-limit = 2
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             }
             assert_eq!(entered.load(std::sync::atomic::Ordering::SeqCst), 2);
-            let third =
-                crate::pipeline::run(p.clone(), request(3, "echo", "a"), peer.clone()).await;
+            let third = crate::pipeline::run(
+                p.clone(),
+                request(3, "echo", "a"),
+                peer.clone(),
+                Instant::now(),
+            )
+            .await;
             assert_eq!(third.meta.error_class, Some(ErrorClass::RateLimited));
             gate.add_permits(1000);
         };
         let (a, b, ()) = futures::join!(
-            crate::pipeline::run(p.clone(), request(1, "echo", "a"), peer.clone()),
-            crate::pipeline::run(p.clone(), request(2, "echo", "a"), peer.clone()),
+            crate::pipeline::run(
+                p.clone(),
+                request(1, "echo", "a"),
+                peer.clone(),
+                Instant::now()
+            ),
+            crate::pipeline::run(
+                p.clone(),
+                request(2, "echo", "a"),
+                peer.clone(),
+                Instant::now()
+            ),
             held
         );
         assert_eq!((a.meta.error_class, b.meta.error_class), (None, None));
         // Released: the limit has room again, request after request.
         for i in 10..20 {
-            let ok = crate::pipeline::run(p.clone(), request(i, "echo", "a"), peer.clone()).await;
+            let ok = crate::pipeline::run(
+                p.clone(),
+                request(i, "echo", "a"),
+                peer.clone(),
+                Instant::now(),
+            )
+            .await;
             assert_eq!(ok.meta.error_class, None, "request {i}");
         }
         // 2 + 1 + 10 acquires, 12 releases, and the one key's definition.
@@ -316,7 +357,13 @@ max-limit = 2
         let p = &server.pipeline;
         let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
         for i in 0..10 {
-            let ok = crate::pipeline::run(p.clone(), request(i, "echo", "a"), peer.clone()).await;
+            let ok = crate::pipeline::run(
+                p.clone(),
+                request(i, "echo", "a"),
+                peer.clone(),
+                Instant::now(),
+            )
+            .await;
             assert_eq!(ok.meta.error_class, None, "request {i}");
         }
         // Had the shadow not heard each end, its limit of two would have been full from

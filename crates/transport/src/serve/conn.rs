@@ -196,9 +196,14 @@ impl<D: Dispatch> Conn<D> {
                     return End::Gone;
                 }
             };
-            state.last_active_ns.store(axle_core::now_ns(), Relaxed);
+            // One reading per frame: the connection's last activity, and a request's
+            // arrival (`Dispatch::dispatch`).
+            let arrived = std::time::Instant::now();
+            state
+                .last_active_ns
+                .store(axle_core::ns_at(arrived), Relaxed);
             match frame.kind {
-                Kind::Request => self.request(frame, tx).await,
+                Kind::Request => self.request(frame, tx, arrived).await,
                 Kind::Cancel => {
                     let running = self
                         .in_flight
@@ -222,7 +227,12 @@ impl<D: Dispatch> Conn<D> {
 
     /// Runs one request: refused past the connection's caps, answered inline when it
     /// finishes on its first poll, else in its own task.
-    async fn request(&self, mut frame: Frame, tx: &mpsc::Sender<Frame>) {
+    async fn request(
+        &self,
+        mut frame: Frame,
+        tx: &mpsc::Sender<Frame>,
+        arrived: std::time::Instant,
+    ) {
         let id = frame.id;
         // Plain before anything else sees it; a payload past the bounds is the request's
         // own error, not the connection's.
@@ -249,7 +259,7 @@ impl<D: Dispatch> Conn<D> {
             return;
         }
         let keeps_running = self.dispatch.keeps_running(&frame);
-        let mut response = self.dispatch.clone().dispatch(frame, &self.peer);
+        let mut response = self.dispatch.clone().dispatch(frame, &self.peer, arrived);
         // Most requests finish on their first poll (echo, a cache hit, a refusal):
         // answer those inline and spawn a task only for the ones that wait.
         if let std::task::Poll::Ready(r) = futures::poll!(response.as_mut()) {

@@ -27,7 +27,15 @@ pub use registry::{ConnState, Connections};
 
 /// What runs a request: the server's pipeline. Returns the response frame.
 pub trait Dispatch: Send + Sync + 'static {
-    fn dispatch(self: Arc<Self>, request: Frame, peer: &Arc<Peer>) -> BoxFuture<'static, Frame>;
+    /// `arrived`: when the transport read the request's frame. It is the connection's one
+    /// clock reading for that frame (its last activity too), so a pipeline that needs the
+    /// time the request came (its deadline, a limiter's clock) reads no clock for it.
+    fn dispatch(
+        self: Arc<Self>,
+        request: Frame,
+        peer: &Arc<Peer>,
+        arrived: std::time::Instant,
+    ) -> BoxFuture<'static, Frame>;
 
     /// Whether `request`'s handler keeps running when its caller's connection closes
     /// (default: no, it is cancelled: nobody is left to read its answer).

@@ -42,7 +42,12 @@ impl Drop for Watch<'_> {
 }
 
 impl Dispatch for Sleeper {
-    fn dispatch(self: Arc<Self>, request: Frame, _peer: &Arc<Peer>) -> BoxFuture<'static, Frame> {
+    fn dispatch(
+        self: Arc<Self>,
+        request: Frame,
+        _peer: &Arc<Peer>,
+        _arrived: std::time::Instant,
+    ) -> BoxFuture<'static, Frame> {
         Box::pin(async move {
             let mut watch = Watch(&self, false);
             let ms = request.payload.first().copied().unwrap_or(0);

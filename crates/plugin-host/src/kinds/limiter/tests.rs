@@ -96,3 +96,42 @@ fn threads_share_the_table_not_the_memo() {
     assert_eq!(there, (1, here));
     assert_eq!(l.key_id_of(parts("put", "", "10.0.0.1")), 1);
 }
+
+/// Admits everything and keeps the `now-ns` of every call.
+struct Clocked(Arc<std::sync::Mutex<Vec<u64>>>);
+
+impl NativeLimiter for Clocked {
+    fn key_defined(&mut self, _id: u32, _key: axle_spi::LimitKey) {}
+    fn acquire(&mut self, _key: u32, _permits: u32, now_ns: u64) -> Admission {
+        self.0.lock().unwrap().push(now_ns);
+        Admission::Admit
+    }
+}
+
+#[test]
+fn the_plugin_clock_never_goes_back_between_calls() {
+    // A caller's reading is taken before it gets the instance: one taken earlier may
+    // arrive later, and the plugin must not see time go back.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let owner = crate::pool::Owner {
+        name: "clocked".into(),
+        stats: Arc::new(crate::stats::PluginStats::named("clocked")),
+        timeout_ms: 100,
+    };
+    let l = LimiterPlugin::native(
+        Box::new(Clocked(seen.clone())),
+        owner,
+        true,
+        crate::KeyOn::default(),
+        Arc::default(),
+    );
+    let key = l.key_id_of(parts("get", "", "10.0.0.1"));
+    for at in [1_000, 5_000, 3_000, 7_000] {
+        l.acquire_at(key, 1, at);
+    }
+    let now = axle_core::now_ns();
+    l.acquire(key, 1);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(&seen[..4], &[1_000, 5_000, 5_000, 7_000]);
+    assert!(seen[4] >= now.max(7_000), "{seen:?}");
+}
