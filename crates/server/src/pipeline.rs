@@ -321,43 +321,9 @@ mod tests {
 
     use crate::{Response, ServerBuilder};
 
-    /// A request's future is copied into its box on every request, so its size is paid
-    /// per request: 5,232 bytes with a future per stage, 3,832 with the stages as plain
-    /// checks in one `async fn`, 1,328 with only the handler's run awaited
-    /// (`docs/performance.md`, "The size of a call's future").
-    #[tokio::test]
-    async fn a_requests_future_stays_small() {
-        let echo: crate::Handler = Arc::new(|req| {
-            Box::pin(async move {
-                Ok(Response {
-                    payload: req.payload,
-                    content_type: req.content_type,
-                })
-            })
-        });
-        let server = ServerBuilder::new()
-            .any_method("echo", echo)
-            .bind("127.0.0.1:0")
-            .await
-            .unwrap();
-        let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
-        let meta = Metadata {
-            service: Some("echo".into()),
-            method: Some("x".into()),
-            ..Metadata::default()
-        };
-        let request = Frame::request(1, meta, Bytes::from_static(b"hi"));
-        let run = super::run(server.pipeline.clone(), request, peer, Instant::now());
-        let size = std::mem::size_of_val(&run);
-        assert!(size <= 1536, "a request's future is {size} bytes");
-        assert_eq!(run.await.meta.error_class, None, "and it answers");
-        server.shutdown(std::time::Duration::ZERO).await;
-    }
-
-    /// The budget a request brings counts from when its frame was read, not from when
-    /// the pipeline got to it: one that waited out its budget before dispatch is late.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_deadline_counts_from_the_frames_arrival() {
+    /// A server whose `echo` service answers every method with the request's payload,
+    /// counting the handler's runs.
+    async fn echo_server() -> (crate::Server, Arc<AtomicU32>) {
         let runs = Arc::new(AtomicU32::new(0));
         let counted = runs.clone();
         let echo: crate::Handler = Arc::new(move |req| {
@@ -374,23 +340,59 @@ mod tests {
             .bind("127.0.0.1:0")
             .await
             .unwrap();
-        let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
-        let request = |id| {
-            let meta = Metadata {
-                service: Some("echo".into()),
-                method: Some("x".into()),
-                deadline_us: Some(50_000),
-                ..Metadata::default()
-            };
-            Frame::request(id, meta, Bytes::from_static(b"hi"))
+        (server, runs)
+    }
+
+    fn request(id: u64, deadline_us: Option<u64>) -> Frame {
+        let meta = Metadata {
+            service: Some("echo".into()),
+            method: Some("x".into()),
+            deadline_us,
+            ..Metadata::default()
         };
+        Frame::request(id, meta, Bytes::from_static(b"hi"))
+    }
+
+    fn peer() -> Arc<axle_transport::serve::Peer> {
+        axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap())
+    }
+
+    /// A request's future is copied into its box on every request, so its size is paid
+    /// per request: 5,232 bytes with a future per stage, 3,832 with the stages as plain
+    /// checks in one `async fn`, 1,328 with only the handler's run awaited
+    /// (`docs/performance.md`, "The size of a call's future").
+    #[tokio::test]
+    async fn a_requests_future_stays_small() {
+        let (server, _) = echo_server().await;
+        let run = super::run(
+            server.pipeline.clone(),
+            request(1, None),
+            peer(),
+            Instant::now(),
+        );
+        let size = std::mem::size_of_val(&run);
+        assert!(size <= 1536, "a request's future is {size} bytes");
+        assert_eq!(run.await.meta.error_class, None, "and it answers");
+        server.shutdown(Duration::ZERO).await;
+    }
+
+    /// The budget a request brings counts from when its frame was read, not from when
+    /// the pipeline got to it: one that waited out its budget before dispatch is late.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_deadline_counts_from_the_frames_arrival() {
+        let (server, runs) = echo_server().await;
         let p = server.pipeline.clone();
-        let fresh = super::run(p.clone(), request(1), peer.clone(), Instant::now()).await;
+        let budget = Some(50_000);
+        let fresh = super::run(p.clone(), request(1, budget), peer(), Instant::now()).await;
         assert_eq!(fresh.meta.error_class, None);
         let read_long_ago = Instant::now() - Duration::from_millis(60);
-        let late = super::run(p, request(2), peer, read_long_ago).await;
+        let late = super::run(p, request(2, budget), peer(), read_long_ago).await;
         assert_eq!(late.meta.error_class, Some(ErrorClass::DeadlineExceeded));
-        assert_eq!(runs.load(Relaxed), 1, "the late request's handler never ran");
+        assert_eq!(
+            runs.load(Relaxed),
+            1,
+            "the late request's handler never ran"
+        );
         server.shutdown(Duration::ZERO).await;
     }
 }

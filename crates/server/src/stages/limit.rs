@@ -140,7 +140,7 @@ mod tests {
 
     use bytes::Bytes;
 
-    use crate::{Response, ServerBuilder};
+    use crate::{Pipeline, Response, ServerBuilder};
     use axle_wire::{ErrorClass, Frame, Metadata};
 
     /// A limiter that admits one request per key, then (for a thousand seconds) none.
@@ -166,6 +166,12 @@ limiter = \"one\"
                 })
             })
         })
+    }
+
+    /// The pipeline's answer to `request` from one fixed peer, its frame read now.
+    fn run(p: &Arc<Pipeline>, request: Frame) -> impl std::future::Future<Output = Frame> {
+        let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
+        crate::pipeline::run(p.clone(), request, peer, Instant::now())
     }
 
     fn request(id: u64, service: &str, method: &str) -> Frame {
@@ -207,37 +213,18 @@ limiter = \"one\"
         let (_cache, _host, server) = serve(ONE_PER_KEY, echo()).await;
         let p = &server.pipeline;
         let limiter_calls = || p.limiter.load().as_ref().unwrap().counters().stats.calls;
-        let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
         let before = limiter_calls();
         // Past the one token `*/*` would have: every one is still `not_found`.
         for i in 0..20 {
             let service = format!("nope{}", i % 3);
-            let answer = crate::pipeline::run(
-                p.clone(),
-                request(i, &service, "x"),
-                peer.clone(),
-                Instant::now(),
-            )
-            .await;
+            let answer = run(p, request(i, &service, "x")).await;
             assert_eq!(answer.meta.error_class, Some(ErrorClass::NotFound), "{i}");
         }
         assert_eq!(limiter_calls(), before, "the limiter never saw them");
         // A served method meets the limiter: its one token, then a rejection.
-        let ok = crate::pipeline::run(
-            p.clone(),
-            request(100, "echo", "a"),
-            peer.clone(),
-            Instant::now(),
-        )
-        .await;
+        let ok = run(p, request(100, "echo", "a")).await;
         assert_eq!(ok.meta.error_class, None);
-        let limited = crate::pipeline::run(
-            p.clone(),
-            request(101, "echo", "b"),
-            peer.clone(),
-            Instant::now(),
-        )
-        .await;
+        let limited = run(p, request(101, "echo", "b")).await;
         assert_eq!(limited.meta.error_class, Some(ErrorClass::RateLimited));
         assert!(limiter_calls() > before);
 
@@ -293,7 +280,6 @@ max-limit = 2
         let p = &server.pipeline;
         let limiter = p.limiter.load().as_ref().unwrap().clone();
         assert!(limiter.wants_release());
-        let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
         let held = async {
             // Both admitted requests are in the handler: a third finds the limit full.
             for _ in 0..10_000 {
@@ -303,41 +289,19 @@ max-limit = 2
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             }
             assert_eq!(entered.load(std::sync::atomic::Ordering::SeqCst), 2);
-            let third = crate::pipeline::run(
-                p.clone(),
-                request(3, "echo", "a"),
-                peer.clone(),
-                Instant::now(),
-            )
-            .await;
+            let third = run(p, request(3, "echo", "a")).await;
             assert_eq!(third.meta.error_class, Some(ErrorClass::RateLimited));
             gate.add_permits(1000);
         };
         let (a, b, ()) = futures::join!(
-            crate::pipeline::run(
-                p.clone(),
-                request(1, "echo", "a"),
-                peer.clone(),
-                Instant::now()
-            ),
-            crate::pipeline::run(
-                p.clone(),
-                request(2, "echo", "a"),
-                peer.clone(),
-                Instant::now()
-            ),
+            run(p, request(1, "echo", "a")),
+            run(p, request(2, "echo", "a")),
             held
         );
         assert_eq!((a.meta.error_class, b.meta.error_class), (None, None));
         // Released: the limit has room again, request after request.
         for i in 10..20 {
-            let ok = crate::pipeline::run(
-                p.clone(),
-                request(i, "echo", "a"),
-                peer.clone(),
-                Instant::now(),
-            )
-            .await;
+            let ok = run(p, request(i, "echo", "a")).await;
             assert_eq!(ok.meta.error_class, None, "request {i}");
         }
         // 2 + 1 + 10 acquires, 12 releases, and the one key's definition.
@@ -355,15 +319,8 @@ max-limit = 2
     async fn a_shadow_limiter_hears_each_end_never_decides_and_swaps_out() {
         let (_cache, host, server) = serve(SHADOW_TWO, echo()).await;
         let p = &server.pipeline;
-        let peer = axle_transport::serve::Peer::plain("127.0.0.1:5555".parse().unwrap());
         for i in 0..10 {
-            let ok = crate::pipeline::run(
-                p.clone(),
-                request(i, "echo", "a"),
-                peer.clone(),
-                Instant::now(),
-            )
-            .await;
+            let ok = run(p, request(i, "echo", "a")).await;
             assert_eq!(ok.meta.error_class, None, "request {i}");
         }
         // Had the shadow not heard each end, its limit of two would have been full from
