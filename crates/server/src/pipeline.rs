@@ -382,11 +382,13 @@ mod tests {
     async fn the_deadline_counts_from_the_frames_arrival() {
         let (server, runs) = echo_server().await;
         let p = server.pipeline.clone();
-        let budget = Some(50_000);
-        let fresh = super::run(p.clone(), request(1, budget), peer(), Instant::now()).await;
+        // Ten seconds from a frame read now: served however slow the machine is.
+        let fresh = request(1, Some(10_000_000));
+        let fresh = super::run(p.clone(), fresh, peer(), Instant::now()).await;
         assert_eq!(fresh.meta.error_class, None);
+        // 50 ms from a frame read 60 ms ago: late before the pipeline starts.
         let read_long_ago = Instant::now() - Duration::from_millis(60);
-        let late = super::run(p, request(2, budget), peer(), read_long_ago).await;
+        let late = super::run(p, request(2, Some(50_000)), peer(), read_long_ago).await;
         assert_eq!(late.meta.error_class, Some(ErrorClass::DeadlineExceeded));
         assert_eq!(
             runs.load(Relaxed),
