@@ -99,15 +99,15 @@ pub fn admit(
         consumer_app: ctx.scope.consumer_app.as_deref().unwrap_or(""),
         consumer_ip: ctx.peer.ip(),
     };
+    // The limiters' clock reads when the request arrived (no reading of their own).
+    let at_ns = axle_core::ns_at(arrived);
     let loaded = p.limiter.load();
     let live = loaded.as_ref().map(|limiter| {
         let key = limiter.key_id_of(parts());
-        // The limiter's clock reads when the request arrived (no reading of its own).
-        let at_ns = axle_core::ns_at(arrived);
         (limiter, key, limiter.acquire_at(key, 1, at_ns).admission)
     });
     let shadow = p.shadow_limiter.sampled().and_then(|shadow| {
-        let key = shadow_limit::ask(&shadow, parts(), live.as_ref().map(|l| l.2))?;
+        let key = shadow_limit::ask(&shadow, parts(), live.as_ref().map(|l| l.2), at_ns)?;
         Some(Release::new(shadow.plugin.clone(), key))
     });
     match live {

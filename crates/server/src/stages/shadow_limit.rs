@@ -113,12 +113,18 @@ impl Slot {
 }
 
 /// Asks `shadow` about the request the live limiter answered `live` (`None`: no live
-/// limiter, which admits everything). Returns the key the shadow admitted under, when it
-/// is owed the request's end (it exports `release`).
-pub fn ask(shadow: &ShadowLimiter, parts: KeyParts<'_>, live: Option<Admission>) -> Option<u32> {
+/// limiter, which admits everything), at the same time on the kernel clock as the live
+/// one was asked (`at_ns`), so the two decide on the same facts. Returns the key the
+/// shadow admitted under, when it is owed the request's end (it exports `release`).
+pub fn ask(
+    shadow: &ShadowLimiter,
+    parts: KeyParts<'_>,
+    live: Option<Admission>,
+    at_ns: u64,
+) -> Option<u32> {
     let (service, method) = (parts.service, parts.method);
     let key = shadow.plugin.key_id_of(parts);
-    let answer = shadow.plugin.acquire(key, 1);
+    let answer = shadow.plugin.acquire_at(key, 1, at_ns);
     if !answer.by_plugin {
         shadow.counters.faulted();
         return None;
