@@ -86,7 +86,7 @@ pub async fn run(
             rows.push(
                 drive(cell(system, c, duration), move || {
                     let (http, url) = (http.clone(), url.clone());
-                    Box::pin(async move { post(&http, &url).await })
+                    async move { post(&http, &url).await }
                 })
                 .await,
             );

@@ -3,12 +3,12 @@
 //! read around the measured part only (the warm-up's connection set-up and first-touch
 //! allocations would otherwise be charged to the steady state).
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axle::core::latency::Latency;
-use futures::future::BoxFuture;
 
 use super::Row;
 use crate::{alloc_count, cpu};
@@ -24,18 +24,24 @@ pub struct Cell<'a> {
 }
 
 /// Runs `cell`: warm-up, then `concurrency` loops calling `call` for `cell.duration`.
-pub(crate) async fn drive<F>(cell: Cell<'_>, call: F) -> Row
+///
+/// Each loop awaits `call()`'s future in place, as a caller's own task would: a box per
+/// call would charge every system for the harness's allocator, by its future's size
+/// (`docs/performance.md`, "The bench loop's own box").
+pub(crate) async fn drive<F, Fut>(cell: Cell<'_>, call: F) -> Row
 where
-    F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static,
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = bool> + Send + 'static,
 {
     drive_into(cell, &Latency::default(), call).await
 }
 
 /// [`drive`], also adding the cell's latencies to `merged` (one system's rounds of one
 /// cell share it, so their percentiles are read over every round).
-pub(crate) async fn drive_into<F>(cell: Cell<'_>, merged: &Latency, call: F) -> Row
+pub(crate) async fn drive_into<F, Fut>(cell: Cell<'_>, merged: &Latency, call: F) -> Row
 where
-    F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static,
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = bool> + Send + 'static,
 {
     let call = Arc::new(call);
     warm(&call, cell.concurrency, cell.warm_up).await;
@@ -97,11 +103,11 @@ where
     }
 }
 
-async fn warm<F: Fn() -> BoxFuture<'static, bool> + Send + Sync + 'static>(
-    call: &Arc<F>,
-    concurrency: usize,
-    d: Duration,
-) {
+async fn warm<F, Fut>(call: &Arc<F>, concurrency: usize, d: Duration)
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = bool> + Send + 'static,
+{
     let until = Instant::now() + d;
     let tasks: Vec<_> = (0..concurrency)
         .map(|_| {

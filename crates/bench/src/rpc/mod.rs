@@ -156,9 +156,8 @@ pub async fn run(
         for round in 0..round_count {
             for k in 0..targets.len() {
                 let i = (k + round) % targets.len();
-                let (call, body) = (targets[i].call.clone(), body.clone());
                 let cell = plan.cell(targets[i].system, payload, c);
-                let row = drive_into(cell, &merged[i][j], move || call(body.clone())).await;
+                let row = (targets[i].drive)(cell, &merged[i][j], body.clone()).await;
                 by_round[i][j].push(row);
             }
         }
@@ -231,18 +230,22 @@ fn body(bytes: usize) -> Bytes {
     Bytes::from(vec![0x5a; bytes])
 }
 
-/// A call through one system: echoes a body, says whether the answer came.
-type CallFn = Arc<dyn Fn(Bytes) -> BoxFuture<'static, bool> + Send + Sync>;
+/// Runs one cell against one system, echoing `body`, its latencies added to `merged`
+/// ([`drive_into`]). The system's call is typed inside, so each call's future is awaited
+/// in place: only the cell is boxed.
+type DriveFn =
+    Box<dyn for<'a> Fn(Cell<'a>, &'a Latency, Bytes) -> BoxFuture<'a, Row> + Send + Sync>;
 
 /// One system, started and answering, with how to stop it.
 struct Target {
     system: &'static str,
-    call: CallFn,
+    drive: DriveFn,
     stop: Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>,
 }
 
 impl Target {
-    /// `call(client, body)` on clones of one client (one connection).
+    /// `call(client, body)` on clones of one client (one connection): a call echoes a
+    /// body and says whether the answer came.
     fn new<C, Fut>(
         system: &'static str,
         client: C,
@@ -255,7 +258,12 @@ impl Target {
     {
         Target {
             system,
-            call: Arc::new(move |body| Box::pin(call(client.clone(), body))),
+            drive: Box::new(move |cell, merged, body| {
+                let client = client.clone();
+                Box::pin(drive_into(cell, merged, move || {
+                    call(client.clone(), body.clone())
+                }))
+            }),
             stop: Box::new(stop),
         }
     }
