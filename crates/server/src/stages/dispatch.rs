@@ -4,13 +4,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{ready, Poll};
 use std::time::Instant;
 
 use tracing::Instrument;
 
 use crate::stats::MethodStats;
-use crate::{Context, Handler, Request};
+use crate::{Context, Handler, Request, Response, Status};
 use axle_wire::{ErrorClass, Frame};
 
 /// The answer to a request no handler serves (the pipeline gives it right after the
@@ -36,11 +36,11 @@ pub fn dispatch<'s>(
     ctx: Context,
     request: Frame,
     stats: &'s MethodStats,
-) -> impl Future<Output = (Frame, bool)> + Send + 's {
+) -> Handling<'s> {
     let id = request.id;
     // One clock reading: whether the deadline has passed, and when the handler started.
     let started = Instant::now();
-    let running = if ctx.scope.expired_at(started) {
+    let within = if ctx.scope.expired_at(started) {
         None
     } else {
         let deadline = ctx.scope.deadline;
@@ -50,44 +50,73 @@ pub fn dispatch<'s>(
             content_type: request.meta.content_type.unwrap_or_default(),
             payload: request.payload,
         };
-        let run = handler(req).instrument(span.clone());
-        Some((run, deadline, span))
+        Some(Within {
+            run: handler(req).instrument(span),
+            deadline,
+            timer: None,
+        })
     };
-    async move {
-        let Some((run, deadline, span)) = running else {
+    Handling {
+        id,
+        started,
+        stats,
+        within,
+    }
+}
+
+/// A handler's answer future.
+type Run = tracing::instrument::Instrumented<HandlerFuture>;
+type HandlerFuture = futures::future::BoxFuture<'static, Result<Response, Status>>;
+
+pin_project_lite::pin_project! {
+    /// A handler's run to its answer frame, timed for the method's counters; `None` for
+    /// a request whose deadline passed before it started. Written by hand, not as an
+    /// `async` block: one would hold the run twice (as captured, and as what it awaits),
+    /// 376 bytes where this is 216, in every request's future.
+    pub struct Handling<'s> {
+        id: u64,
+        started: Instant,
+        stats: &'s MethodStats,
+        #[pin]
+        within: Option<Within<Run>>,
+    }
+}
+
+impl Future for Handling<'_> {
+    type Output = (Frame, bool);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<(Frame, bool)> {
+        let this = self.project();
+        let id = *this.id;
+        let Some(mut within) = this.within.as_pin_mut() else {
             let late = Frame::error(
                 id,
                 ErrorClass::DeadlineExceeded,
                 "the deadline passed before the handler started",
             );
-            return (late, false);
+            return Poll::Ready((late, false));
         };
-        let within = Within {
-            run,
-            deadline,
-            timer: None,
-        };
-        let Some(result) = within.await else {
-            stats.handled(started.elapsed().as_nanos() as u64);
-            let late = Frame::error(
-                id,
-                ErrorClass::DeadlineExceeded,
-                "the handler ran out of time",
-            );
-            span.record("error", ErrorClass::DeadlineExceeded.as_str());
-            return (late, true);
-        };
-        stats.handled(started.elapsed().as_nanos() as u64);
+        let result = ready!(within.as_mut().poll(cx));
+        this.stats.handled(this.started.elapsed().as_nanos() as u64);
+        let span = within.as_ref().get_ref().run.span();
         let answer = match result {
-            Ok(resp) => Frame::response(id, Some(resp.content_type), resp.payload),
-            Err(status) => {
+            None => {
+                span.record("error", ErrorClass::DeadlineExceeded.as_str());
+                Frame::error(
+                    id,
+                    ErrorClass::DeadlineExceeded,
+                    "the handler ran out of time",
+                )
+            }
+            Some(Ok(resp)) => Frame::response(id, Some(resp.content_type), resp.payload),
+            Some(Err(status)) => {
                 span.record("error", status.class.as_str());
                 let mut frame = Frame::error(id, status.class, status.message);
                 frame.meta.error_code = status.code;
                 frame
             }
         };
-        (answer, true)
+        Poll::Ready((answer, true))
     }
 }
 
@@ -130,7 +159,83 @@ impl<F: Future> Future for Within<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use std::time::Duration;
+
+    use axle_core::RequestScope;
+    use axle_wire::Metadata;
+    use bytes::Bytes;
+
+    fn context(deadline: Option<Instant>) -> Context {
+        Context {
+            service: "svc".into(),
+            method: "m".into(),
+            peer: "127.0.0.1:5555".parse().unwrap(),
+            peer_identity: None,
+            scope: RequestScope {
+                deadline,
+                ..RequestScope::default()
+            },
+        }
+    }
+
+    fn request() -> Frame {
+        Frame::request(7, Metadata::default(), Bytes::from_static(b"hi"))
+    }
+
+    /// The answer frame, whether the handler started, and how many runs the method's
+    /// counters saw handled.
+    async fn handle(handler: Handler, deadline: Option<Instant>) -> (Frame, bool, u64) {
+        let stats = MethodStats::new(true);
+        let (answer, ran) = dispatch(&handler, context(deadline), request(), &stats).await;
+        (answer, ran, stats.view("svc", "m", 0, 0).handled)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_handler_is_answered_by_its_result_and_counted() {
+        let echo: Handler = Arc::new(|req| {
+            Box::pin(async move {
+                Ok(Response {
+                    payload: req.payload,
+                    content_type: req.content_type,
+                })
+            })
+        });
+        let (answer, ran, handled) = handle(echo, None).await;
+        assert_eq!((answer.id, answer.meta.error_class), (7, None));
+        assert_eq!(&answer.payload[..], b"hi");
+        assert_eq!((ran, handled), (true, 1));
+
+        let refuses: Handler =
+            Arc::new(|_| Box::pin(async { Err(Status::business_code("conflict", "taken")) }));
+        let (answer, ran, handled) = handle(refuses, None).await;
+        assert_eq!(answer.meta.error_class, Some(ErrorClass::Business));
+        assert_eq!(answer.meta.error_code.as_deref(), Some("conflict"));
+        assert_eq!(answer.meta.error_message.as_deref(), Some("taken"));
+        assert_eq!((ran, handled), (true, 1));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_handler_past_its_deadline_is_answered_late_and_one_never_started_is_not_run() {
+        let waits: Handler = Arc::new(|_| Box::pin(std::future::pending()));
+        let soon = Instant::now() + Duration::from_millis(20);
+        let (answer, ran, handled) = handle(waits.clone(), Some(soon)).await;
+        assert_eq!(answer.meta.error_class, Some(ErrorClass::DeadlineExceeded));
+        assert_eq!(
+            answer.meta.error_message.as_deref(),
+            Some("the handler ran out of time")
+        );
+        assert_eq!((ran, handled), (true, 1), "it ran, and is counted");
+
+        let gone = Instant::now() - Duration::from_millis(1);
+        let (answer, ran, handled) = handle(waits, Some(gone)).await;
+        assert_eq!(answer.meta.error_class, Some(ErrorClass::DeadlineExceeded));
+        assert_eq!(
+            answer.meta.error_message.as_deref(),
+            Some("the deadline passed before the handler started")
+        );
+        assert_eq!((ran, handled), (false, 0), "never started, not counted");
+    }
 
     fn within<F: Future>(run: F, deadline: Option<Instant>) -> Within<F> {
         Within {
