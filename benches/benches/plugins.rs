@@ -29,6 +29,7 @@ fn floor(c: &mut Criterion, host: &PluginHost) {
 }
 
 fn selectors(c: &mut Criterion, host: &PluginHost) {
+    axle_bench::sample_facts(host);
     let mut group = c.benchmark_group("select");
     for name in ["round-robin", "weighted-random", "p2c-ewma"] {
         let loaded = load(host, name);

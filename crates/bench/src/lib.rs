@@ -208,10 +208,10 @@ fn timed_in_turns(
     (floor, ns)
 }
 
-/// Runs the benchmark over every plugin of `manifest`.
-pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Report, LoadError> {
-    // The sample endpoints have facts, as a client's endpoints do: a two-choice selector's
-    // pick reads them in the kernel, and an unknown id would skip that read.
+/// Gives the sample endpoints (ids 0 to the largest of [`ENDPOINT_COUNTS`]) facts, as a
+/// client's endpoints have: a two-choice selector's pick reads its two candidates' facts
+/// in the kernel, and an id without them takes a slower fallback no client path takes.
+pub fn sample_facts(host: &PluginHost) {
     let largest = sample_table(0, ENDPOINT_COUNTS[ENDPOINT_COUNTS.len() - 1]);
     let endpoints: Vec<(&str, u32)> = largest
         .endpoints()
@@ -219,6 +219,11 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
         .map(|e| (e.address.as_str(), e.weight))
         .collect();
     host.facts().allocate_all(&endpoints);
+}
+
+/// Runs the benchmark over every plugin of `manifest`.
+pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Report, LoadError> {
+    sample_facts(host);
     let mut floor = host.floor()?;
     // An instance of its own: the scalar floor's is lent to `floor_ns` below for the run.
     let mut echo = host.floor()?;
