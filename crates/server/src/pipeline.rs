@@ -75,10 +75,9 @@ enum Started<'p, F> {
 pin_project_lite::pin_project! {
     /// A request past every check before its handler: the future of its answer. Written
     /// by hand, not as an `async` block, so that the handler's run is held once, in
-    /// place: an `async` block awaiting it would keep a second copy (what it awaits,
-    /// beside the struct the run came in), and the request's future, 1,392 bytes so,
-    /// would not fit the allocator's per-thread cache (1,032 bytes), which every
-    /// request's box is taken from.
+    /// place: an `async` block awaiting it kept a second copy (what it awaits, beside
+    /// the struct the run came in), and the request's future, boxed for every request,
+    /// was 1,392 bytes so, past the allocator's per-thread cache (1,032 bytes).
     struct Waiting<'p, F> {
         guard: &'p protect::MethodGuard,
         #[pin]
