@@ -24,6 +24,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use axle_core::now_ns;
+use crossbeam_utils::CachePadded;
 
 use super::Governance;
 
@@ -122,8 +123,11 @@ pub struct Breaker {
     closed: AtomicBool,
     /// Consecutive failures (reset by a success).
     consecutive: AtomicU32,
-    /// Calls in the current window.
-    total: AtomicU32,
+    /// Calls in the current window: written by every call that ends, from every core, so
+    /// on a cache line of its own. Beside the fields every call only reads (`closed`,
+    /// `consecutive`, the config), each write took their line from the other cores too,
+    /// and a call's reads missed (`docs/performance.md`, "Shared counts").
+    total: CachePadded<AtomicU32>,
     state: Mutex<State>,
     opened: AtomicU64,
 }
@@ -135,7 +139,7 @@ impl Breaker {
             config,
             closed: AtomicBool::new(true),
             consecutive: AtomicU32::new(0),
-            total: AtomicU32::new(0),
+            total: CachePadded::new(AtomicU32::new(0)),
             state: Mutex::new(State {
                 mode: Mode::Closed,
                 window_start: now_ns(),
