@@ -415,6 +415,22 @@ mod tests {
         }
     }
 
+    /// Every call writes the count and reads the rest; on one line, each write made the
+    /// other cores' next reads miss.
+    #[test]
+    fn the_count_every_call_writes_has_a_cache_line_of_its_own() {
+        use std::mem::offset_of;
+        let line = |offset: usize| offset / 128;
+        let total = line(offset_of!(Breaker, total));
+        for (name, read) in [
+            ("closed", offset_of!(Breaker, closed)),
+            ("consecutive", offset_of!(Breaker, consecutive)),
+            ("config", offset_of!(Breaker, config)),
+        ] {
+            assert_ne!(line(read), total, "`{name}` shares the count's line");
+        }
+    }
+
     #[test]
     fn opens_on_consecutive_failures_then_probes_then_closes() {
         let b = Breaker::new("t", config());
