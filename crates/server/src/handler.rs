@@ -71,8 +71,10 @@ impl Status {
 }
 
 /// A raw handler.
-pub type Handler =
-    Arc<dyn Fn(Request) -> BoxFuture<'static, Result<Response, Status>> + Send + Sync>;
+pub type Handler = Arc<dyn Fn(Request) -> HandlerFuture + Send + Sync>;
+
+/// What a handler returns: its answer, to come.
+pub type HandlerFuture = BoxFuture<'static, Result<Response, Status>>;
 
 /// Wraps a typed function as a raw handler.
 pub fn typed<Req, Resp, F, Fut>(

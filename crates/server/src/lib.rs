@@ -13,7 +13,7 @@ mod trace;
 
 pub use axle_wire::ContentType;
 pub use context::Context;
-pub use handler::{Handler, Request, Response, Status};
+pub use handler::{Handler, HandlerFuture, Request, Response, Status};
 pub use limiter_slot::LimiterSlot;
 pub use stats::{MethodView, ServerView};
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use crate::stats::MethodStats;
-use crate::{Context, Handler, Request, Response, Status};
+use crate::{Context, Handler, HandlerFuture, Request};
 use axle_wire::{ErrorClass, Frame};
 
 /// The answer to a request no handler serves (the pipeline gives it right after the
@@ -64,9 +64,8 @@ pub fn dispatch<'s>(
     }
 }
 
-/// A handler's answer future.
+/// A handler's answer future, in the handler's span.
 type Run = tracing::instrument::Instrumented<HandlerFuture>;
-type HandlerFuture = futures::future::BoxFuture<'static, Result<Response, Status>>;
 
 pin_project_lite::pin_project! {
     /// A handler's run to its answer frame, timed for the method's counters; `None` for
@@ -162,6 +161,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use crate::{Response, Status};
     use axle_core::RequestScope;
     use axle_wire::Metadata;
     use bytes::Bytes;
