@@ -389,10 +389,11 @@ mod tests {
     /// A request's future is copied into its box on every request, so its size is paid
     /// per request: 5,232 bytes with a future per stage, 3,832 with the stages as plain
     /// checks in one `async fn`, 1,392 with only the handler's run awaited, 904 with that
-    /// run held once, 744 with the handler's timing written by hand too
-    /// (`docs/performance.md`, "The size of a call's future"). The bound is
+    /// run held once, 744 with the handler's timing written by hand too. The bound is
     /// glibc's per-thread cache: a box of up to 1,032 bytes comes from it, a larger one
-    /// from the arena's bins: about 45 ns a request more, taking and freeing it.
+    /// from the arena's bins: about 45 ns a request more, taking and freeing it
+    /// (`docs/performance.md`, "The size of a call's future" and "Boxes past the
+    /// allocator's cache").
     #[tokio::test]
     async fn a_requests_future_stays_small() {
         let (server, _) = echo_server().await;
