@@ -13,6 +13,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("axle-fixture-trap", "selector"),
     ("axle-fixture-non-candidate", "selector"),
     ("axle-fixture-two-choice", "two-choice-selector"),
+    ("axle-fixture-learning", "learning-selector"),
     ("axle-fixture-hostile", "selector"),
     ("axle-fixture-hostile-limiter", "limiter"),
     ("axle-fixture-hostile-router", "router"),

@@ -251,9 +251,8 @@ where
     fn select(&mut self, id: u32, hash_key: u64) -> Option<u32> {
         self.0.select(id, hash_key)
     }
-    fn feedback(&mut self, outcomes: &[axle_sdk::Outcome]) {
-        self.0.feedback(outcomes)
-    }
+    // No `feedback`: like their components (built without the SDK's `learning-selector`
+    // feature), the shipped selectors hear no outcomes.
     fn measure(&self) -> Option<axle_sdk::LoadMeasure> {
         self.0.measure()
     }

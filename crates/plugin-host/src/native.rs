@@ -19,7 +19,12 @@ pub trait NativeSelector: Send {
     fn endpoints_changed(&mut self, table: EndpointTable);
     fn define_set(&mut self, id: u32, members: Vec<u32>);
     fn select(&mut self, id: u32, hash_key: u64) -> Option<u32>;
-    fn feedback(&mut self, outcomes: &[Outcome]);
+    /// Whether it hears how picks ended (what exporting `feedback` says: the
+    /// `learning-selector` world).
+    fn wants_feedback(&self) -> bool {
+        false
+    }
+    fn feedback(&mut self, _outcomes: &[Outcome]) {}
     /// `two-choice-selector`'s `measure` (`None`: `select` answers).
     fn measure(&self) -> Option<LoadMeasure> {
         None

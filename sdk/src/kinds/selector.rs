@@ -72,7 +72,10 @@ pub trait Selector: Sized + 'static {
         None
     }
 
-    /// Finished calls, batched. Default: ignored (facts can be pulled from the host).
+    /// Finished calls, batched. Delivered only to a component built with the SDK's
+    /// `learning-selector` feature (the world that exports `feedback`); without it the
+    /// kernel keeps no outcomes for the plugin, and facts can be pulled from the host.
+    /// Default: ignored.
     fn feedback(&mut self, _outcomes: &[Outcome]) {}
 
     /// The table changed (sets are dropped and redefined by the kernel afterwards).

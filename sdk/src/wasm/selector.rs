@@ -1,6 +1,12 @@
 use crate::kinds::selector::{Selector, SelectorRuntime};
 
-#[cfg(not(feature = "two-choice-selector"))]
+#[cfg(all(feature = "two-choice-selector", feature = "learning-selector"))]
+compile_error!(
+    "a selector is `two-choice-selector` or `learning-selector`, not both: a two-choice \
+     selector's measure reads the kernel's facts, which already sum up every outcome"
+);
+
+#[cfg(not(any(feature = "two-choice-selector", feature = "learning-selector")))]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
@@ -23,6 +29,23 @@ pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
         world: "axle:spi/two-choice-selector",
+        with: {
+            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
+            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
+        },
+        generate_all,
+        pub_export_macro: true,
+        export_macro_name: "__axle_export_selector",
+        default_bindings_module: "axle_sdk::wasm::selector::bindings",
+    });
+}
+
+/// The same kind, hearing how its picks ended (`feedback`).
+#[cfg(feature = "learning-selector")]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "axle:spi/learning-selector",
         with: {
             "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
             "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
@@ -88,6 +111,7 @@ impl<S: Slot> bindings::Guest for S {
         S::with(|slot| slot.as_mut().map(|rt| rt.select_two(set, hash_key))).unwrap_or(u64::MAX)
     }
 
+    #[cfg(feature = "learning-selector")]
     fn feedback(outcomes: Vec<wit::Outcome>) {
         let outcomes: Vec<_> = outcomes.iter().map(crate::wasm::outcome).collect();
         S::with(|slot| {

@@ -350,8 +350,3 @@ two_choice_selector_endpoint_id_t exports_two_choice_selector_select(
   uint64_t wa = a.weight > 0 ? a.weight : 1, wb = b.weight > 0 ? b.weight : 1;
   return (uint64_t)a.in_flight * wb <= (uint64_t)b.in_flight * wa ? first : second;
 }
-
-void exports_two_choice_selector_feedback(two_choice_selector_list_outcome_t *outcomes) {
-  // The kernel keeps the counts compared; outcomes are not needed, but the list is ours.
-  two_choice_selector_list_outcome_free(outcomes);
-}

@@ -137,8 +137,3 @@ selector_endpoint_id_t exports_selector_select(selector_set_id_t set, uint64_t h
   s->cursor++;
   return pick;
 }
-
-void exports_selector_feedback(selector_list_outcome_t *outcomes) {
-  // Round-robin ignores outcomes, but the list is ours to free.
-  selector_list_outcome_free(outcomes);
-}

@@ -66,7 +66,3 @@ export function select(set, hashKey) {
   s.cursor += 1;
   return pick;
 }
-
-export function feedback(outcomes) {
-  // Round-robin ignores outcomes.
-}

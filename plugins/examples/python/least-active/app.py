@@ -162,7 +162,3 @@ class WitWorld(wit_world.WitWorld):
         fa, wa = (a.in_flight, max(a.weight, 1)) if a else (0, 1)
         fb, wb = (b.in_flight, max(b.weight, 1)) if b else (0, 1)
         return first if fa * wb <= fb * wa else second
-
-    def feedback(self, outcomes: List[types.Outcome]) -> None:
-        # The kernel keeps the counts compared; outcomes are not needed.
-        pass

@@ -64,7 +64,3 @@ class WitWorld(wit_world.WitWorld):
         members, cursor = entry
         entry[1] = cursor + 1
         return members[cursor % len(members)]
-
-    def feedback(self, outcomes: List[types.Outcome]) -> None:
-        # Round-robin ignores outcomes.
-        pass

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axle_facts::FactsTable;
 use axle_spi::{LoadMeasure, Pair, NO_PICK};
-use wasmtime::component::{ComponentExportIndex, InstancePre, TypedFunc};
+use wasmtime::component::{ComponentExportIndex, Func, InstancePre, TypedFunc};
 use wasmtime::Store;
 
 use crate::bindings::selector as wit_selector;
@@ -26,37 +26,64 @@ use sets::{Membership, SetLoads, SetMembers};
 /// Marker for the selector world (and its extension, `two-choice-selector`).
 pub struct SelectorKind;
 
-/// A selector instance's typed exports: its world's, and `select-two` when the component
-/// has it (resolved once per instance, not per pick).
+/// A selector instance's typed exports: its world's, and `select-two` and `feedback` when
+/// the component has them (resolved once per instance, not per pick).
 pub struct SelectorExports {
     world: wit_selector::Selector,
     select_two: Option<TypedFunc<(u32, u64), (u64,)>>,
+    /// Typed at each batch: its argument borrows the batch.
+    feedback: Option<Func>,
+}
+
+/// Where a selector's optional exports are, found once per component.
+#[derive(Clone)]
+pub struct OptionalExports {
+    select_two: Option<ComponentExportIndex>,
+    feedback: Option<ComponentExportIndex>,
 }
 
 impl crate::sandbox::Kind for SelectorKind {
-    type Pre = (
-        wit_selector::SelectorPre<HostState>,
-        Option<ComponentExportIndex>,
-    );
+    type Pre = (wit_selector::SelectorPre<HostState>, OptionalExports);
     type Bindings = SelectorExports;
 
     fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
-        let select_two = pre.component().get_export_index(None, "select-two");
-        Ok((wit_selector::SelectorPre::new(pre)?, select_two))
+        let optional = OptionalExports {
+            select_two: pre.component().get_export_index(None, "select-two"),
+            feedback: pre.component().get_export_index(None, "feedback"),
+        };
+        Ok((wit_selector::SelectorPre::new(pre)?, optional))
     }
 
     fn instantiate(
-        (pre, select_two): &Self::Pre,
+        (pre, optional): &Self::Pre,
         store: &mut Store<HostState>,
     ) -> wasmtime::Result<(Self::Bindings, wasmtime::component::Instance)> {
         let instance = pre.instance_pre().instantiate(&mut *store)?;
         let world = wit_selector::Selector::new(&mut *store, &instance)?;
-        // A `select-two` of another type is refused here, so the component does not load.
-        let select_two = select_two
+        // An export of another type is refused here, so the component does not load.
+        let select_two = optional
+            .select_two
             .as_ref()
             .map(|index| instance.get_typed_func(&mut *store, index))
             .transpose()?;
-        Ok((SelectorExports { world, select_two }, instance))
+        let feedback = match &optional.feedback {
+            Some(index) => {
+                let func = instance
+                    .get_func(&mut *store, index)
+                    .ok_or_else(|| wasmtime::format_err!("`feedback` is not a function"))?;
+                func.typed::<(&[wit::Outcome],), ()>(&*store)?;
+                Some(func)
+            }
+            None => None,
+        };
+        Ok((
+            SelectorExports {
+                world,
+                select_two,
+                feedback,
+            },
+            instance,
+        ))
     }
 
     fn init(
@@ -136,8 +163,11 @@ impl Member {
                     self.wire.clear();
                     self.wire
                         .extend(self.pending.iter().map(crate::convert::outcome));
-                    let wire = &self.wire;
-                    let _ = inst.call("feedback", |b, s| b.world.call_feedback(s, wire));
+                    let wire = self.wire.as_slice();
+                    let _ = inst.call("feedback", |b, s| match &b.feedback {
+                        Some(f) => f.typed::<(&[wit::Outcome],), ()>(&*s)?.call(s, (wire,)),
+                        None => Err(wasmtime::format_err!("the component exports no `feedback`")),
+                    });
                 }
                 Runner::Native(twin) => twin.feedback(&self.pending),
             }
@@ -299,6 +329,9 @@ pub struct SelectorPlugin {
     /// Set when the plugin declared a load measure (`two-choice-selector`): every pick is
     /// then `select-two`, and the kernel keeps the lighter candidate.
     measure: Option<LoadMeasure>,
+    /// Set when the plugin exports `feedback` (`learning-selector`); outcomes are kept
+    /// and delivered only then.
+    hears: bool,
     /// Where a two-choice selector's sets find their members' facts.
     facts: Arc<FactsTable>,
     /// Sets already defined, by their members (as given), so the same candidates always
@@ -336,11 +369,12 @@ impl SelectorPlugin {
                 .map(crate::convert::load_measure),
             None => None,
         };
-        if measure.is_some() && first.prepared().pre.1.is_none() {
+        if measure.is_some() && first.prepared().pre.1.select_two.is_none() {
             return Err(Fault::Invalid(
                 "declares a load measure but exports no `select-two`".into(),
             ));
         }
+        let hears = first.prepared().pre.1.feedback.is_some();
         let owner = first.pool_owner();
         let members = instances
             .into_iter()
@@ -349,6 +383,7 @@ impl SelectorPlugin {
         Ok(SelectorPlugin::with_pool(
             Pool::new(members, owner),
             measure,
+            hears,
             facts,
         ))
     }
@@ -360,15 +395,22 @@ impl SelectorPlugin {
         facts: Arc<FactsTable>,
     ) -> Self {
         let measure = twin.measure();
+        let hears = twin.wants_feedback();
         let member = Member::new(Runner::Native(twin), owner.stats.clone());
-        SelectorPlugin::with_pool(Pool::new(vec![member], owner), measure, facts)
+        SelectorPlugin::with_pool(Pool::new(vec![member], owner), measure, hears, facts)
     }
 
-    fn with_pool(pool: Pool<Member>, measure: Option<LoadMeasure>, facts: Arc<FactsTable>) -> Self {
+    fn with_pool(
+        pool: Pool<Member>,
+        measure: Option<LoadMeasure>,
+        hears: bool,
+        facts: Arc<FactsTable>,
+    ) -> Self {
         SelectorPlugin {
             id: NEXT_SELECTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             pool,
             measure,
+            hears,
             facts,
             interned: std::sync::Mutex::new(HashMap::new()),
             next_set: std::sync::atomic::AtomicU32::new(0),
@@ -378,6 +420,11 @@ impl SelectorPlugin {
     /// The measure the plugin declared (`two-choice-selector`), if it did.
     pub fn measure(&self) -> Option<LoadMeasure> {
         self.measure
+    }
+
+    /// Whether the plugin hears how picks ended (it exports `feedback`).
+    pub fn hears_outcomes(&self) -> bool {
+        self.hears
     }
 
     /// Distinguishes this selector from the client's others.
@@ -456,8 +503,12 @@ impl SelectorPlugin {
     }
 
     /// Records a finished call; delivered to the plugin in batches of
-    /// [`FEEDBACK_BATCH`] from each thread.
+    /// [`FEEDBACK_BATCH`] from each thread. Nothing at all for a plugin that does not
+    /// export `feedback`.
     pub fn feedback(&self, outcome: &axle_spi::Outcome) {
+        if !self.hears {
+            return;
+        }
         let outcome = *outcome;
         let full = FEEDBACK.with(|buffers| {
             let mut buffers = buffers.borrow_mut();
