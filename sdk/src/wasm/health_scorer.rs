@@ -1,19 +1,10 @@
 use crate::kinds::health_scorer::HealthScorer;
 
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/health-scorer",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_health_scorer",
-        default_bindings_module: "axle_sdk::wasm::health_scorer::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/health-scorer",
+    "__axle_export_health_scorer",
+    "axle_sdk::wasm::health_scorer::bindings"
+);
 
 use crate::wasm::base::axle::spi::types as wit;
 use crate::HealthState;

@@ -1,19 +1,10 @@
 use crate::kinds::interceptor::Interceptor;
 
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/interceptor",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_interceptor",
-        default_bindings_module: "axle_sdk::wasm::interceptor::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/interceptor",
+    "__axle_export_interceptor",
+    "axle_sdk::wasm::interceptor::bindings"
+);
 
 use crate::wasm::base::axle::spi::types as wit;
 use crate::{InterceptCall, InterceptVerdict};

@@ -1,75 +1,39 @@
 use crate::kinds::limiter::{Limiter, LimiterRuntime};
 
 #[cfg(not(feature = "stateful-limiter"))]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/limiter",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_limiter",
-        default_bindings_module: "axle_sdk::wasm::limiter::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/limiter",
+    "__axle_export_limiter",
+    "axle_sdk::wasm::limiter::bindings"
+);
 
-/// The same kind with the optional state handoff exports.
+// The same kind with the optional state handoff exports.
 #[cfg(all(
     feature = "stateful-limiter",
     not(feature = "concurrency-limiter"),
     not(feature = "cluster-limiter")
 ))]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/stateful-limiter",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_limiter",
-        default_bindings_module: "axle_sdk::wasm::limiter::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/stateful-limiter",
+    "__axle_export_limiter",
+    "axle_sdk::wasm::limiter::bindings"
+);
 
-/// The same kind with state handoff and `release` (how each admitted request ended).
+// The same kind with state handoff and `release` (how each admitted request ended).
 #[cfg(feature = "concurrency-limiter")]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/concurrency-limiter",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_limiter",
-        default_bindings_module: "axle_sdk::wasm::limiter::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/concurrency-limiter",
+    "__axle_export_limiter",
+    "axle_sdk::wasm::limiter::bindings"
+);
 
-/// The same kind with state handoff and `providers-changed` (providers per service).
+// The same kind with state handoff and `providers-changed` (providers per service).
 #[cfg(all(feature = "cluster-limiter", not(feature = "concurrency-limiter")))]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/cluster-limiter",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_limiter",
-        default_bindings_module: "axle_sdk::wasm::limiter::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/cluster-limiter",
+    "__axle_export_limiter",
+    "axle_sdk::wasm::limiter::bindings"
+);
 
 #[cfg(all(feature = "cluster-limiter", feature = "concurrency-limiter"))]
 compile_error!("a limiter is a concurrency-limiter or a cluster-limiter, not both");

@@ -68,6 +68,30 @@ pub fn outcome(o: &wit::Outcome) -> sdk::Outcome {
     }
 }
 
+/// A kind's guest bindings for one world of `sdk/wit/kinds.wit`, as the module
+/// `bindings`: the shared `types` and `host` interfaces are `base`'s, so a type is one
+/// Rust type whatever the kind. `$export` names the export macro, `$module` the path the
+/// macro finds the bindings at. A kind invokes it once per world its features can pick,
+/// each under its `cfg`.
+macro_rules! world_bindings {
+    ($world:tt, $export:tt, $module:tt) => {
+        pub mod bindings {
+            wit_bindgen::generate!({
+                path: "wit",
+                world: $world,
+                with: {
+                    "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
+                    "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
+                },
+                generate_all,
+                pub_export_macro: true,
+                export_macro_name: $export,
+                default_bindings_module: $module,
+            });
+        }
+    };
+}
+
 #[cfg(feature = "health-scorer")]
 pub mod health_scorer;
 #[cfg(feature = "interceptor")]

@@ -1,19 +1,10 @@
 use crate::kinds::router::{Router, RouterRuntime};
 
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/router",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_router",
-        default_bindings_module: "axle_sdk::wasm::router::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/router",
+    "__axle_export_router",
+    "axle_sdk::wasm::router::bindings"
+);
 
 use crate::wasm::base::axle::spi::types as wit;
 use bindings::axle::spi::routing;

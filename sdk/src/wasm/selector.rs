@@ -7,55 +7,28 @@ compile_error!(
 );
 
 #[cfg(not(any(feature = "two-choice-selector", feature = "learning-selector")))]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/selector",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_selector",
-        default_bindings_module: "axle_sdk::wasm::selector::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/selector",
+    "__axle_export_selector",
+    "axle_sdk::wasm::selector::bindings"
+);
 
-/// The same kind offering two candidates for the kernel to compare (`measure`,
-/// `select-two`).
+// The same kind offering two candidates for the kernel to compare (`measure`,
+// `select-two`).
 #[cfg(feature = "two-choice-selector")]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/two-choice-selector",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_selector",
-        default_bindings_module: "axle_sdk::wasm::selector::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/two-choice-selector",
+    "__axle_export_selector",
+    "axle_sdk::wasm::selector::bindings"
+);
 
-/// The same kind, hearing how its picks ended (`feedback`).
+// The same kind, hearing how its picks ended (`feedback`).
 #[cfg(feature = "learning-selector")]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/learning-selector",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_selector",
-        default_bindings_module: "axle_sdk::wasm::selector::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/learning-selector",
+    "__axle_export_selector",
+    "axle_sdk::wasm::selector::bindings"
+);
 
 use crate::wasm::base::axle::spi::types as wit;
 

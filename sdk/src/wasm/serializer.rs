@@ -1,38 +1,20 @@
 use crate::kinds::serializer::Serializer;
 
 #[cfg(not(feature = "packed-serializer"))]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/serializer",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_serializer",
-        default_bindings_module: "axle_sdk::wasm::serializer::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/serializer",
+    "__axle_export_serializer",
+    "axle_sdk::wasm::serializer::bindings"
+);
 
-/// The same kind, also taking and giving values packed (`encode-packed`,
-/// `decode-packed`).
+// The same kind, also taking and giving values packed (`encode-packed`,
+// `decode-packed`).
 #[cfg(feature = "packed-serializer")]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "axle:spi/packed-serializer",
-        with: {
-            "axle:spi/types@0.3.0": crate::wasm::base::axle::spi::types,
-            "axle:spi/host@0.3.0": crate::wasm::base::axle::spi::host,
-        },
-        generate_all,
-        pub_export_macro: true,
-        export_macro_name: "__axle_export_serializer",
-        default_bindings_module: "axle_sdk::wasm::serializer::bindings",
-    });
-}
+world_bindings!(
+    "axle:spi/packed-serializer",
+    "__axle_export_serializer",
+    "axle_sdk::wasm::serializer::bindings"
+);
 
 use crate::wasm::base::axle::spi::types as wit;
 use bindings::axle::spi::values;
