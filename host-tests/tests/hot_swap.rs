@@ -151,8 +151,8 @@ fn selectors_swap_under_load_with_no_failed_call() {
     let report = next_swap().expect("p2c-ewma went live");
     assert_eq!(report.loaded, vec!["p2c-ewma".to_string()]);
     eprintln!("swap to p2c-ewma took {} µs", report.took_us);
-    // A verdict that does not depend on the machine's speed: the new selector learns
-    // latencies from its own feedback (batched), so wait, window by window, for the state
+    // A verdict that does not depend on the machine's speed: the new selector compares the
+    // latency EWMAs the kernel learns from every answer, so wait, window by window, for the state
     // "the fast provider gets the largest share", within a bound in calls rather than in
     // time. p2c-ewma draws its two candidates by weight (1:1:6), so the fast provider is in
     // at most 1/8 + 6/8 × 1/2 + 1/8 × 1/7 ≈ 52 % of the duels and can win no more than
