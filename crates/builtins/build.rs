@@ -35,7 +35,13 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ("tag", "axle-plugin-tag", "router"),
     ("condition", "axle-plugin-condition", "router"),
     ("availability", "axle-plugin-availability", "health-scorer"),
-    ("token-bucket", "axle-plugin-token-bucket", "limiter"),
+    // Its own group: built with the others, every limiter would export an
+    // `acquire-lease` that leases nothing, asked in place of `acquire` to no gain.
+    (
+        "token-bucket",
+        "axle-plugin-token-bucket",
+        "leasing-limiter",
+    ),
     ("sliding-window", "axle-plugin-sliding-window", "limiter"),
     // Its own group: built with the token bucket, cargo's feature unification would give
     // every limiter the `concurrency-limiter` world, and the kernel would call back a

@@ -426,8 +426,9 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                         });
                     row("acquire+release", "-".into(), wasm, native);
                 } else {
+                    // The call itself, every time, lease or not.
                     let (near, wasm) = timed_in_turns(budget, &mut floor_ns, |_| {
-                        black_box(p.acquire(key, 1));
+                        black_box(p.ask_at(key, 1, axle::core::now_ns()));
                     });
                     floor_in_turns = Some(near);
                     let native = builtin
@@ -438,6 +439,18 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                             })
                         });
                     row("acquire", "-".into(), wasm, native);
+                    if p.leases() {
+                        // What a request pays through the kernel's leases, at a steady
+                        // 200,000 requests a second on the plugin's clock (a loop runs
+                        // far faster, and would drain any bucket to where it leases
+                        // nothing): one call per lease, the rest a count on the thread.
+                        let mut at_ns = axle::core::now_ns();
+                        let (_, leased) = timed_in_turns(budget, &mut floor_ns, |_| {
+                            at_ns += 5_000;
+                            black_box(p.acquire_at(key, 1, at_ns));
+                        });
+                        row("acquire", "leased".into(), leased, None);
+                    }
                 }
             }
             Plugin::Interceptor(p) => {

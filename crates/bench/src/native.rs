@@ -131,6 +131,8 @@ enum LimiterWorld {
     Concurrency,
     /// `cluster-limiter`: hears provider counts.
     Cluster,
+    /// `leasing-limiter`: answers `acquire-lease`.
+    Leasing,
 }
 
 /// A shipped limiter as the plugin host's native twin, and `axle bench plugins`' timing
@@ -159,6 +161,12 @@ where
     fn wants_providers(&self) -> bool {
         matches!(self.world, LimiterWorld::Cluster)
     }
+    fn wants_leases(&self) -> bool {
+        matches!(self.world, LimiterWorld::Leasing)
+    }
+    fn acquire_lease(&mut self, key: u32, now_ns: u64) -> (axle_sdk::Admission, u32) {
+        self.runtime.acquire_lease(key, now_ns)
+    }
     fn providers_changed(&mut self, service: &str, providers: u32) {
         self.runtime.providers_changed(service, providers)
     }
@@ -185,7 +193,7 @@ fn limiter_maker(name: &str) -> Option<axle::plugin::native::MakeLimiter> {
     }
     use LimiterWorld::*;
     Some(match name {
-        "token-bucket" => make::<axle_plugin_token_bucket::TokenBucket>(Stateful),
+        "token-bucket" => make::<axle_plugin_token_bucket::TokenBucket>(Leasing),
         "sliding-window" => make::<axle_plugin_sliding_window::SlidingWindow>(Stateful),
         "adaptive-concurrency" => {
             make::<axle_plugin_adaptive_concurrency::AdaptiveConcurrency>(Concurrency)

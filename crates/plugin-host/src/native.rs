@@ -56,6 +56,15 @@ pub trait NativeLimiter: Send {
         false
     }
     fn providers_changed(&mut self, _service: &str, _providers: u32) {}
+    /// Whether it leases admissions (what exporting `acquire-lease` says).
+    fn wants_leases(&self) -> bool {
+        false
+    }
+    /// `acquire-lease`: one permit, and with an admission how many more requests under
+    /// `key` the kernel may admit without asking (for [`axle_spi::LEASE_NS`]).
+    fn acquire_lease(&mut self, key: u32, now_ns: u64) -> (Admission, u32) {
+        (self.acquire(key, 1, now_ns), 0)
+    }
     /// The optional `export-state` (`None`: not exported).
     fn export_state(&self) -> Option<Vec<u8>> {
         None

@@ -242,6 +242,10 @@ pub enum Admission {
     Reject { retry_after_ms: u32 },
 }
 
+/// How long a limiter's lease lasts on the kernel's clock (WIT `leasing-limiter`): the
+/// kernel admits a lease's requests for at most this long after the plugin gave it.
+pub const LEASE_NS: u64 = 1_000_000;
+
 /// One config value (mirrors WIT `config-value`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConfigValue {

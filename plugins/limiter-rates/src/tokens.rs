@@ -39,6 +39,22 @@ impl Tokens {
         }
     }
 
+    /// Takes and returns a lease (`Limiter::lease`), just after an admission counted the
+    /// bucket: what the rate refills while a lease lasts (`lease_ns`), at most `max`, and
+    /// only from the tokens above half the burst. Near its limit the bucket leases
+    /// nothing, so each request is asked and the limit is exact; what a lease left unused
+    /// loses is the upper half of the burst, never the rate.
+    pub fn lease(&mut self, limit: Limit, lease_ns: u64, max: u32) -> u32 {
+        let refill = limit.per_second * lease_ns as f64 / 1e9;
+        let spare = self.tokens - limit.burst / 2.0;
+        let n = refill.min(spare).min(f64::from(max)).floor();
+        if n < 1.0 {
+            return 0;
+        }
+        self.tokens -= n;
+        n as u32
+    }
+
     /// The hot-swap hand-off bytes: tokens, then the time they were counted.
     pub fn save(&self) -> Vec<u8> {
         let mut out = self.tokens.to_le_bytes().to_vec();
@@ -102,6 +118,28 @@ mod tests {
         assert_eq!(t.take(l, 3 * S + S / 10, 0), Admission::Admit);
         // A clock going back refills nothing.
         assert!(matches!(t.take(l, S, 1), Admission::Reject { .. }));
+    }
+
+    #[test]
+    fn leases_what_the_rate_refills_from_the_upper_half_only() {
+        const MS: u64 = 1_000_000;
+        // 1,000 a second refills one token a millisecond: a lease of 1.
+        let l = limit(1000.0, 100.0);
+        let mut t = Tokens::full(l, S);
+        assert_eq!(t.lease(l, MS, 64), 1);
+        assert_eq!(t.tokens, 99.0, "taken from the bucket");
+        // A fast rate is capped by `max`, then by the half burst.
+        let fast = limit(1e6, 100.0);
+        let mut t = Tokens::full(fast, S);
+        assert_eq!(t.lease(fast, MS, 64), 50);
+        assert_eq!(t.lease(fast, MS, 64), 0, "at half the burst");
+        let mut t = Tokens::full(fast, S);
+        assert_eq!(t.lease(fast, MS, 8), 8);
+        // A rate under one per lease leases nothing: every request is asked.
+        let slow = limit(50.0, 20.0);
+        let mut t = Tokens::full(slow, S);
+        assert_eq!(t.lease(slow, MS, 64), 0);
+        assert_eq!(t.tokens, 20.0);
     }
 
     #[test]

@@ -54,6 +54,17 @@ pub trait Limiter: Sized + 'static {
     ) {
     }
 
+    /// How many more requests under `key` the kernel may admit without asking, just after
+    /// this plugin admitted one there at `now_ns` (built with the `leasing-limiter`
+    /// feature). The kernel admits them on the thread that asked, for at most
+    /// [`crate::LEASE_NS`] of its clock, and drops what is left then: take what you lease from
+    /// `key`'s state now, and lease only what you can spare (a rate far from its limit),
+    /// since a lease not used in time is lost. The default leases nothing: the kernel asks
+    /// again for the next request.
+    fn lease(&mut self, _key: &mut KeyEntry<Self::KeyState>, _now_ns: u64) -> u32 {
+        0
+    }
+
     /// `service` is served by `providers` providers now (built with the `cluster-limiter`
     /// feature; the kernel calls it when the count changes, before the next `acquire`). A
     /// limiter sharing a cluster-wide rate out takes its part here; the default ignores
@@ -169,6 +180,18 @@ impl<T: Limiter> LimiterRuntime<T> {
     /// `acquire` at the host's clock now (natively: the testing clock).
     pub fn acquire(&mut self, key: u32, permits: u32) -> Admission {
         self.acquire_at(key, permits, crate::host::now_ns())
+    }
+
+    /// `acquire-lease`: one permit under `key`, and when it is admitted, the lease the
+    /// plugin gives with it (0 for an unknown key: it is admitted, and asked again).
+    pub fn acquire_lease(&mut self, key: u32, now_ns: u64) -> (Admission, u32) {
+        match self.keys.get_mut(key as usize).and_then(|k| k.as_mut()) {
+            Some(entry) => match self.plugin.acquire(entry, 1, now_ns) {
+                Admission::Admit => (Admission::Admit, self.plugin.lease(entry, now_ns)),
+                refused => (refused, 0),
+            },
+            None => (Admission::Admit, 0),
+        }
     }
 
     /// `acquire`, with the time the kernel gave. An unknown key is admitted: the kernel

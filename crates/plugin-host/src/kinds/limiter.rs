@@ -118,6 +118,9 @@ pub struct LimiterPlugin {
     /// Whether and how it hears provider counts (the `cluster-limiter` world), and the
     /// view they come from.
     providers_changed: Hears,
+    /// Whether and how it leases admissions (the `leasing-limiter` world's
+    /// `acquire-lease`): a plain limiter is asked once per request.
+    leases: Hears,
     cluster: Arc<crate::cluster::ClusterView>,
 }
 
@@ -183,6 +186,7 @@ impl LimiterPlugin {
         LimiterPlugin {
             release: Hears::export(component.get_export_index(None, "release")),
             providers_changed: Hears::export(component.get_export_index(None, "providers-changed")),
+            leases: Hears::export(lease::export(&component)),
             ..LimiterPlugin::with_pool(Pool::new(members, owner), on_error_admit, key_on, cluster)
         }
     }
@@ -197,10 +201,12 @@ impl LimiterPlugin {
     ) -> Self {
         let release = Hears::native(twin.wants_release());
         let providers_changed = Hears::native(twin.wants_providers());
+        let leases = Hears::native(twin.wants_leases());
         let member = Member::new(Runner::Native(twin));
         LimiterPlugin {
             release,
             providers_changed,
+            leases,
             ..LimiterPlugin::with_pool(
                 Pool::new(vec![member], owner),
                 on_error_admit,
@@ -227,6 +233,7 @@ impl LimiterPlugin {
             key_on,
             release: Hears::No,
             providers_changed: Hears::No,
+            leases: Hears::No,
             cluster,
         }
     }
@@ -234,6 +241,11 @@ impl LimiterPlugin {
     /// Whether the plugin wants to hear how admitted requests end (it exports `release`).
     pub fn wants_release(&self) -> bool {
         self.release.any()
+    }
+
+    /// Whether the plugin leases admissions (it exports `acquire-lease`).
+    pub fn leases(&self) -> bool {
+        self.leases.any()
     }
 
     /// Tells the plugin a request admitted under `key` ended (`latency_ns` after its
@@ -413,38 +425,88 @@ impl LimiterPlugin {
     /// no clock of its own. The plugin's `now-ns` never goes back from one call to the
     /// next: a reading older than the last call's (taken before another caller got the
     /// instance) is passed as the last call's.
+    ///
+    /// A `leasing-limiter` is asked one permit at a time, and a lease it gives admits the
+    /// thread's next requests under the same key without a call (`lease.rs`).
     pub fn acquire_at(&self, key: u32, permits: u32, at_ns: u64) -> Admitted {
-        let answer = self
-            .pool
+        if permits != 1 || !self.leases.any() {
+            return self.ask_at(key, permits, at_ns);
+        }
+        if lease::take(self.serial, key, at_ns) {
+            return Admitted {
+                admission: Admission::Admit,
+                by_plugin: true,
+            };
+        }
+        let answer = self.ask(at_ns, |member, now_ns| {
+            match (&mut member.runner, &self.leases) {
+                (Runner::Wasm(inst), Hears::Export(index)) => inst
+                    .call_export::<(u32, u64), (u64,)>("acquire-lease", index, (key, now_ns))
+                    .map(|(answer,)| {
+                        let admission = crate::convert::admission(answer as u32);
+                        (admission, (answer >> 32) as u32)
+                    }),
+                (Runner::Native(twin), _) => Ok(twin.acquire_lease(key, now_ns)),
+                (Runner::Wasm(inst), _) => inst
+                    .call("acquire", |b, s| b.call_acquire(s, key, 1, now_ns))
+                    .map(|answer| (crate::convert::admission(answer), 0)),
+            }
+        });
+        self.admitted(answer.map(|((admission, lease), now_ns)| {
+            if admission == Admission::Admit && lease > 0 {
+                lease::hold(self.serial, key, lease, now_ns);
+            }
+            admission
+        }))
+    }
+
+    /// Asks the plugin's `acquire` for `permits` under `key` at `at_ns`, whatever this
+    /// thread holds leased: what [`LimiterPlugin::acquire_at`] does for a plain limiter,
+    /// and how `axle bench plugins` times the call itself.
+    pub fn ask_at(&self, key: u32, permits: u32, at_ns: u64) -> Admitted {
+        let answer = self.ask(at_ns, |member, now_ns| match &mut member.runner {
+            Runner::Wasm(inst) => inst
+                .call("acquire", |b, s| b.call_acquire(s, key, permits, now_ns))
+                .map(crate::convert::admission),
+            Runner::Native(twin) => Ok(twin.acquire(key, permits, now_ns)),
+        });
+        self.admitted(answer.map(|(admission, _)| admission))
+    }
+
+    /// Runs `call` on the instance, brought up to date, with the plugin's `now-ns` for
+    /// `at_ns`; the answer comes back with that `now-ns`.
+    fn ask<R>(
+        &self,
+        at_ns: u64,
+        call: impl FnOnce(&mut Member, u64) -> Result<R, Fault>,
+    ) -> Result<(R, u64), Fault> {
+        self.pool
             .with(|member| {
                 self.catch_up(member)?;
                 let now_ns = at_ns.max(member.last_now_ns);
                 member.last_now_ns = now_ns;
-                match &mut member.runner {
-                    Runner::Wasm(inst) => inst
-                        .call("acquire", |b, s| b.call_acquire(s, key, permits, now_ns))
-                        .map(crate::convert::admission),
-                    Runner::Native(twin) => Ok(twin.acquire(key, permits, now_ns)),
-                }
+                call(member, now_ns).map(|answer| (answer, now_ns))
             })
-            .and_then(|answer| answer);
-        {
-            match answer {
-                Ok(admission) => Admitted {
-                    admission,
-                    by_plugin: true,
+            .and_then(|answer| answer)
+    }
+
+    /// The plugin's admission, or `on-error`'s when it failed.
+    fn admitted(&self, answer: Result<Admission, Fault>) -> Admitted {
+        match answer {
+            Ok(admission) => Admitted {
+                admission,
+                by_plugin: true,
+            },
+            Err(_) => Admitted {
+                admission: if self.on_error_admit {
+                    Admission::Admit
+                } else {
+                    Admission::Reject {
+                        retry_after_ms: FAIL_CLOSED_RETRY_AFTER_MS,
+                    }
                 },
-                Err(_) => Admitted {
-                    admission: if self.on_error_admit {
-                        Admission::Admit
-                    } else {
-                        Admission::Reject {
-                            retry_after_ms: FAIL_CLOSED_RETRY_AFTER_MS,
-                        }
-                    },
-                    by_plugin: false,
-                },
-            }
+                by_plugin: false,
+            },
         }
     }
 
@@ -520,6 +582,8 @@ fn spi_key(key: &LimitKey) -> axle_spi::LimitKey {
         consumer_ip: key.consumer_ip.clone(),
     }
 }
+
+mod lease;
 
 #[cfg(test)]
 mod tests;

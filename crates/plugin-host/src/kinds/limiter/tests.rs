@@ -135,3 +135,78 @@ fn the_plugin_clock_never_goes_back_between_calls() {
     assert_eq!(&seen[..4], &[1_000, 5_000, 5_000, 7_000]);
     assert!(seen[4] >= now.max(7_000), "{seen:?}");
 }
+
+/// A leasing limiter: admits every request, leases `lease` more with each `acquire-lease`,
+/// and counts what it was asked.
+struct Leasing {
+    lease: u32,
+    asked: Arc<std::sync::Mutex<Vec<&'static str>>>,
+}
+
+impl NativeLimiter for Leasing {
+    fn key_defined(&mut self, _id: u32, _key: axle_spi::LimitKey) {}
+    fn acquire(&mut self, _key: u32, _permits: u32, _now_ns: u64) -> Admission {
+        self.asked.lock().unwrap().push("acquire");
+        Admission::Admit
+    }
+    fn wants_leases(&self) -> bool {
+        true
+    }
+    fn acquire_lease(&mut self, _key: u32, _now_ns: u64) -> (Admission, u32) {
+        self.asked.lock().unwrap().push("acquire-lease");
+        (Admission::Admit, self.lease)
+    }
+}
+
+#[test]
+fn a_lease_admits_the_threads_next_requests_under_its_key_without_a_call() {
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let owner = crate::pool::Owner {
+        name: "leasing".into(),
+        stats: Arc::new(crate::stats::PluginStats::named("leasing")),
+        timeout_ms: 100,
+    };
+    let twin = Leasing {
+        lease: 3,
+        asked: asked.clone(),
+    };
+    let l = LimiterPlugin::native(
+        Box::new(twin),
+        owner,
+        true,
+        crate::KeyOn::default(),
+        Arc::default(),
+    );
+    assert!(l.leases());
+    let calls = || std::mem::take(&mut *asked.lock().unwrap());
+    let (get, put) = (
+        l.key_id_of(parts("get", "", "10.0.0.1")),
+        l.key_id_of(parts("put", "", "10.0.0.1")),
+    );
+    let t = 1_000_000;
+    // One call, then the three leased, then a call again.
+    for i in 0..5 {
+        assert_eq!(l.acquire_at(get, 1, t + i).admission, Admission::Admit);
+    }
+    assert_eq!(calls(), ["acquire-lease", "acquire-lease"]);
+    // Another key asks (and its lease replaces the thread's); several permits ask
+    // `acquire`, the lease untouched.
+    let t = t + 10;
+    l.acquire_at(put, 1, t);
+    l.acquire_at(put, 2, t);
+    l.acquire_at(put, 1, t);
+    assert_eq!(calls(), ["acquire-lease", "acquire"]);
+    // A lease lasts LEASE_NS from the plugin's clock when it gave it.
+    l.acquire_at(put, 1, t + axle_spi::LEASE_NS - 1);
+    assert!(calls().is_empty(), "leased");
+    l.acquire_at(put, 1, t + axle_spi::LEASE_NS);
+    assert_eq!(calls(), ["acquire-lease"]);
+    // Another thread holds none of this one's lease.
+    std::thread::scope(|s| {
+        s.spawn(|| l.acquire_at(put, 1, t + axle_spi::LEASE_NS));
+    });
+    assert_eq!(calls(), ["acquire-lease"]);
+    // The bench's own ask is always a call.
+    l.ask_at(put, 1, t + axle_spi::LEASE_NS);
+    assert_eq!(calls(), ["acquire"]);
+}
