@@ -13,11 +13,21 @@ use std::path::PathBuf;
 const BUILTINS: &[(&str, &str, &str)] = &[
     ("json", "axle-plugin-json", "packed-serializer"),
     ("msgpack", "axle-plugin-msgpack", "packed-serializer"),
-    ("smooth-weighted", "axle-plugin-smooth-weighted", "selector"),
+    // Their own group: built with the others, every selector would answer runs, and
+    // `consistent-hash` picks by the call's hash key, which a run made ahead cannot know.
+    (
+        "smooth-weighted",
+        "axle-plugin-smooth-weighted",
+        "run-selector",
+    ),
+    ("round-robin", "axle-plugin-round-robin", "run-selector"),
+    ("random", "axle-plugin-random", "run-selector"),
+    (
+        "weighted-random",
+        "axle-plugin-weighted-random",
+        "run-selector",
+    ),
     ("zone-aware", "axle-plugin-zone-aware", "selector"),
-    ("round-robin", "axle-plugin-round-robin", "selector"),
-    ("random", "axle-plugin-random", "selector"),
-    ("weighted-random", "axle-plugin-weighted-random", "selector"),
     ("consistent-hash", "axle-plugin-consistent-hash", "selector"),
     // Their own group: built with the others, cargo's feature unification would give
     // every selector the `two-choice-selector` world's exports (declaring no measure).

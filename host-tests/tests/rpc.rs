@@ -48,10 +48,11 @@ fn round_robin_splits_calls_into_exact_thirds() {
     for (addr, calls) in counts {
         assert_eq!(calls, 100, "{addr}");
     }
-    // Every pick came from the wasm selector itself, none from the kernel's fallback.
+    // Every pick came from the wasm selector itself, none from the kernel's fallback: in
+    // runs of four (`docs/strategies.md`, "Runs"), so a call per four picks.
     let stats = client.plugin_stats();
     let (_, rr) = stats.iter().find(|(n, _)| n == "round-robin").unwrap();
-    assert!(rr.calls >= 300, "{rr:?}");
+    assert!((300 / 4..300).contains(&rr.calls), "{rr:?}");
     assert_eq!(rr.faults(), 0, "{rr:?}");
 }
 

@@ -140,7 +140,8 @@ fn on_the_request_path_only_a_learning_selector_is_called_for_outcomes() {
         (least..=n / FEEDBACK_BATCH as u64).contains(&batches),
         "{calls} plugin calls for {n} picks: {batches} batches"
     );
-    // A plain selector: one call per pick, none for the outcomes.
-    let (n, calls) = plugin_calls_for(800, "round-robin", None);
+    // A plain selector: one call per pick, none for the outcomes (`consistent-hash`: a
+    // rotation answers runs of picks, `docs/strategies.md`, "Runs").
+    let (n, calls) = plugin_calls_for(800, "consistent-hash", None);
     assert_eq!(calls, n);
 }

@@ -244,7 +244,8 @@ pub fn config(flat: Vec<(String, ConfigValue)>) -> Config {
 
 /// A shipped selector as the plugin host's native twin (`axle bench rpc`'s
 /// `axle-native` row): the SDK runtime the component wraps, called directly.
-struct HostTwin<T: Selector>(SelectorRuntime<T>);
+/// The runtime, and whether its component answers runs (the `run-selector` world).
+struct HostTwin<T: Selector>(SelectorRuntime<T>, bool);
 
 impl<T: Selector + Send> axle::plugin::native::NativeSelector for HostTwin<T>
 where
@@ -267,32 +268,52 @@ where
     fn select_two(&mut self, id: u32, hash_key: u64) -> u64 {
         self.0.select_two(id, hash_key)
     }
+    fn wants_runs(&self) -> bool {
+        self.1
+    }
+    fn select_run(&mut self, id: u32) -> u64 {
+        self.0.select_run(id)
+    }
 }
 
 /// The twins a plugin host runs in place of the shipped selectors' and limiters'
 /// components.
 pub fn host_natives() -> axle::plugin::native::Natives {
     use axle::plugin::native::{MakeSelector, NativeSelector};
+    fn twin<T: Selector + Send + 'static>(runs: bool) -> MakeSelector
+    where
+        SelectorRuntime<T>: Send,
+    {
+        std::sync::Arc::new(move |flat: &[(String, ConfigValue)]| {
+            let runtime = SelectorRuntime::<T>::new(&config(flat.to_vec()))?;
+            Ok(Box::new(HostTwin(runtime, runs)) as Box<dyn NativeSelector>)
+        })
+    }
+    // As their components are built (`crates/builtins/build.rs`): these four in the
+    // `run-selector` world, the others not.
     fn make<T: Selector + Send + 'static>() -> MakeSelector
     where
         SelectorRuntime<T>: Send,
     {
-        std::sync::Arc::new(|flat: &[(String, ConfigValue)]| {
-            let runtime = SelectorRuntime::<T>::new(&config(flat.to_vec()))?;
-            Ok(Box::new(HostTwin(runtime)) as Box<dyn NativeSelector>)
-        })
+        twin::<T>(false)
+    }
+    fn runs<T: Selector + Send + 'static>() -> MakeSelector
+    where
+        SelectorRuntime<T>: Send,
+    {
+        twin::<T>(true)
     }
     let natives = axle::plugin::native::Natives::default()
         .selector(
             "smooth-weighted",
-            make::<axle_plugin_smooth_weighted::SmoothWeighted>(),
+            runs::<axle_plugin_smooth_weighted::SmoothWeighted>(),
         )
         .selector("zone-aware", make::<axle_plugin_zone_aware::ZoneAware>())
-        .selector("round-robin", make::<axle_plugin_round_robin::RoundRobin>())
-        .selector("random", make::<axle_plugin_random::Random>())
+        .selector("round-robin", runs::<axle_plugin_round_robin::RoundRobin>())
+        .selector("random", runs::<axle_plugin_random::Random>())
         .selector(
             "weighted-random",
-            make::<axle_plugin_weighted_random::WeightedRandom>(),
+            runs::<axle_plugin_weighted_random::WeightedRandom>(),
         )
         .selector(
             "least-active",

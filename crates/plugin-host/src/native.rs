@@ -29,6 +29,14 @@ pub trait NativeSelector: Send {
     fn measure(&self) -> Option<LoadMeasure> {
         None
     }
+    /// Whether it answers runs of picks (what exporting `select-run` says).
+    fn wants_runs(&self) -> bool {
+        false
+    }
+    /// `run-selector`'s `select-run`: up to four picks packed (`axle_spi::pack_run`).
+    fn select_run(&mut self, _id: u32) -> u64 {
+        u64::MAX
+    }
     /// `two-choice-selector`'s `select-two`: a packed pair (`axle_spi::pack_pair`).
     fn select_two(&mut self, _id: u32, _hash_key: u64) -> u64 {
         u64::MAX

@@ -127,9 +127,62 @@ pub fn unpack_pair(packed: u64) -> Pair {
     }
 }
 
+/// The most picks one `select-run` answer carries: four 16-bit ids fill its `u64`.
+pub const RUN: usize = 4;
+
+/// A run's end: the 16 bits after its last pick (and every id a run cannot carry).
+const RUN_END: u64 = 0xFFFF;
+
+/// Up to [`RUN`] picks in the one scalar `select-run` returns, the first in the lowest 16
+/// bits. The run ends at the first id a run cannot carry (65,535 or more) or after the
+/// fourth; an empty run is all ones (the kernel then asks `select`). A scalar for the
+/// reason `select-two`'s pair is one: a list comes back through the plugin's memory.
+pub fn pack_run(picks: impl IntoIterator<Item = EndpointId>) -> u64 {
+    let mut packed = u64::MAX;
+    for (i, id) in picks.into_iter().take(RUN).enumerate() {
+        if u64::from(id) >= RUN_END {
+            break;
+        }
+        packed &= !(RUN_END << (16 * i));
+        packed |= u64::from(id) << (16 * i);
+    }
+    packed
+}
+
+/// Takes the next pick off a packed run ([`pack_run`]); `None` once it is used up.
+pub fn next_in_run(run: &mut u64) -> Option<EndpointId> {
+    let id = *run & RUN_END;
+    if id == RUN_END {
+        return None;
+    }
+    *run = *run >> 16 | RUN_END << 48;
+    Some(id as EndpointId)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_packs_up_to_four_picks_and_ends_at_one_it_cannot_carry() {
+        let unpack =
+            |mut run: u64| std::iter::from_fn(move || next_in_run(&mut run)).collect::<Vec<_>>();
+        assert_eq!(unpack(pack_run([3, 0, 7])), [3, 0, 7]);
+        assert_eq!(
+            unpack(pack_run([1, 2, 3, 4, 5])),
+            [1, 2, 3, 4],
+            "four at most"
+        );
+        assert_eq!(unpack(pack_run([65_534, 9])), [65_534, 9]);
+        assert_eq!(
+            unpack(pack_run([5, 65_535, 6])),
+            [5],
+            "ends at an id it cannot carry"
+        );
+        assert_eq!(pack_run([]), u64::MAX, "empty: all ones");
+        assert_eq!(pack_run([70_000]), u64::MAX);
+        assert_eq!(unpack(u64::MAX), Vec::<u32>::new());
+    }
 
     fn load(in_flight: u32, ewma_latency_ns: u64, weight: u32) -> Load {
         Load {

@@ -14,7 +14,9 @@ mod routing;
 mod tree;
 mod utf8;
 
-pub use balancing::{mean_weight, pack_pair, unpack_pair, Load, LoadMeasure, Pair};
+pub use balancing::{
+    mean_weight, next_in_run, pack_pair, pack_run, unpack_pair, Load, LoadMeasure, Pair, RUN,
+};
 pub use intercept::{
     refusal_class, InterceptCall, InterceptDeclaration, InterceptPoint, InterceptReads,
     InterceptVerdict, Refusal, REFUSAL_CLASSES,

@@ -140,6 +140,29 @@ impl<T: Selector> SelectorRuntime<T> {
         self.plugin.select(set, hash_key)
     }
 
+    /// `select-run` (built with the `run-selector` feature): the plugin's next picks of
+    /// set `id`, up to [`crate::RUN`], made by [`Selector::select`] one after the other
+    /// (with hash key 0: a run-selector's picks do not depend on it), packed as
+    /// [`crate::pack_run`] does. All ones when it picks nothing.
+    pub fn select_run(&mut self, id: SetId) -> u64 {
+        let Some(set) = self.sets.get_mut(id as usize).and_then(|s| s.as_mut()) else {
+            return u64::MAX;
+        };
+        if set.members.is_empty() {
+            return u64::MAX;
+        }
+        let mut picks = [0; crate::RUN];
+        let mut n = 0;
+        while n < crate::RUN {
+            match self.plugin.select(set, 0) {
+                Some(id) => picks[n] = id,
+                None => break,
+            }
+            n += 1;
+        }
+        crate::pack_run(picks[..n].iter().copied())
+    }
+
     /// `measure`.
     pub fn measure(&self) -> Option<LoadMeasure> {
         self.plugin.measure()

@@ -6,7 +6,20 @@ compile_error!(
      selector's measure reads the kernel's facts, which already sum up every outcome"
 );
 
-#[cfg(not(any(feature = "two-choice-selector", feature = "learning-selector")))]
+#[cfg(all(
+    feature = "run-selector",
+    any(feature = "two-choice-selector", feature = "learning-selector")
+))]
+compile_error!(
+    "a `run-selector` is neither `two-choice-selector` nor `learning-selector`: its picks \
+     must depend on nothing but the set and its own state, so a run can be made ahead"
+);
+
+#[cfg(not(any(
+    feature = "two-choice-selector",
+    feature = "learning-selector",
+    feature = "run-selector"
+)))]
 world_bindings!(
     "axle:spi/selector",
     "__axle_export_selector",
@@ -26,6 +39,17 @@ world_bindings!(
 #[cfg(feature = "learning-selector")]
 world_bindings!(
     "axle:spi/learning-selector",
+    "__axle_export_selector",
+    "axle_sdk::wasm::selector::bindings"
+);
+
+// The same kind answering runs of picks (`select-run`).
+#[cfg(all(
+    feature = "run-selector",
+    not(any(feature = "two-choice-selector", feature = "learning-selector"))
+))]
+world_bindings!(
+    "axle:spi/run-selector",
     "__axle_export_selector",
     "axle_sdk::wasm::selector::bindings"
 );
@@ -66,6 +90,14 @@ impl<S: Slot> bindings::Guest for S {
     fn select(set: u32, hash_key: u64) -> u32 {
         S::with(|slot| slot.as_mut().and_then(|rt| rt.select(set, hash_key)))
             .unwrap_or(crate::NO_PICK)
+    }
+
+    #[cfg(all(
+        feature = "run-selector",
+        not(any(feature = "two-choice-selector", feature = "learning-selector"))
+    ))]
+    fn select_run(set: u32) -> u64 {
+        S::with(|slot| slot.as_mut().map(|rt| rt.select_run(set))).unwrap_or(u64::MAX)
     }
 
     #[cfg(feature = "two-choice-selector")]

@@ -20,8 +20,9 @@ use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
 
+mod runs;
 mod sets;
-use sets::{Membership, SetLoads, SetMembers};
+use sets::{Membership, Run, SetLoads, SetMembers};
 
 /// Marker for the selector world (and its extension, `two-choice-selector`).
 pub struct SelectorKind;
@@ -31,6 +32,7 @@ pub struct SelectorKind;
 pub struct SelectorExports {
     world: wit_selector::Selector,
     select_two: Option<TypedFunc<(u32, u64), (u64,)>>,
+    select_run: Option<TypedFunc<(u32,), (u64,)>>,
     /// Typed at each batch: its argument borrows the batch.
     feedback: Option<Func>,
 }
@@ -39,6 +41,7 @@ pub struct SelectorExports {
 #[derive(Clone)]
 pub struct OptionalExports {
     select_two: Option<ComponentExportIndex>,
+    select_run: Option<ComponentExportIndex>,
     feedback: Option<ComponentExportIndex>,
 }
 
@@ -49,6 +52,7 @@ impl crate::sandbox::Kind for SelectorKind {
     fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
         let optional = OptionalExports {
             select_two: pre.component().get_export_index(None, "select-two"),
+            select_run: pre.component().get_export_index(None, "select-run"),
             feedback: pre.component().get_export_index(None, "feedback"),
         };
         Ok((wit_selector::SelectorPre::new(pre)?, optional))
@@ -66,6 +70,11 @@ impl crate::sandbox::Kind for SelectorKind {
             .as_ref()
             .map(|index| instance.get_typed_func(&mut *store, index))
             .transpose()?;
+        let select_run = optional
+            .select_run
+            .as_ref()
+            .map(|index| instance.get_typed_func(&mut *store, index))
+            .transpose()?;
         let feedback = match &optional.feedback {
             Some(index) => {
                 let func = instance
@@ -80,6 +89,7 @@ impl crate::sandbox::Kind for SelectorKind {
             SelectorExports {
                 world,
                 select_two,
+                select_run,
                 feedback,
             },
             instance,
@@ -332,6 +342,8 @@ pub struct SelectorPlugin {
     /// Set when the plugin exports `feedback` (`learning-selector`); outcomes are kept
     /// and delivered only then.
     hears: bool,
+    /// Set when the plugin answers runs of picks (`run-selector`'s `select-run`).
+    runs: bool,
     /// Where a two-choice selector's sets find their members' facts.
     facts: Arc<FactsTable>,
     /// Sets already defined, by their members (as given), so the same candidates always
@@ -375,17 +387,17 @@ impl SelectorPlugin {
             ));
         }
         let hears = first.prepared().pre.1.feedback.is_some();
+        // A two-choice selector's picks read the facts: never made ahead.
+        let runs = measure.is_none() && first.prepared().pre.1.select_run.is_some();
         let owner = first.pool_owner();
         let members = instances
             .into_iter()
             .map(|inst| Member::new(Runner::Wasm(inst), owner.stats.clone()))
             .collect();
-        Ok(SelectorPlugin::with_pool(
-            Pool::new(members, owner),
-            measure,
-            hears,
-            facts,
-        ))
+        Ok(SelectorPlugin {
+            runs,
+            ..SelectorPlugin::with_pool(Pool::new(members, owner), measure, hears, facts)
+        })
     }
 
     /// A selector answered by a native twin (one member, like a stateful component).
@@ -396,8 +408,12 @@ impl SelectorPlugin {
     ) -> Self {
         let measure = twin.measure();
         let hears = twin.wants_feedback();
+        let runs = measure.is_none() && twin.wants_runs();
         let member = Member::new(Runner::Native(twin), owner.stats.clone());
-        SelectorPlugin::with_pool(Pool::new(vec![member], owner), measure, hears, facts)
+        SelectorPlugin {
+            runs,
+            ..SelectorPlugin::with_pool(Pool::new(vec![member], owner), measure, hears, facts)
+        }
     }
 
     fn with_pool(
@@ -411,6 +427,7 @@ impl SelectorPlugin {
             pool,
             measure,
             hears,
+            runs: false,
             facts,
             interned: std::sync::Mutex::new(HashMap::new()),
             next_set: std::sync::atomic::AtomicU32::new(0),
@@ -420,6 +437,11 @@ impl SelectorPlugin {
     /// The measure the plugin declared (`two-choice-selector`), if it did.
     pub fn measure(&self) -> Option<LoadMeasure> {
         self.measure
+    }
+
+    /// Whether the plugin answers runs of picks (it exports `select-run`).
+    pub fn runs(&self) -> bool {
+        self.runs
     }
 
     /// Whether the plugin hears how picks ended (it exports `feedback`).
@@ -457,7 +479,8 @@ impl SelectorPlugin {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         self.pool.each(|member| {
-            member.sets.clear();
+            // The picks made ahead go with the sets (`runs.rs`).
+            member.sets.drain().for_each(|(_, set)| set.run.close());
             member.table = Some(wire.clone());
             member.generation += 1;
             if member.ensure().is_ok() {
@@ -475,9 +498,12 @@ impl SelectorPlugin {
                 .is_some()
                 .then(|| SetLoads::new(&self.facts, &members)),
             ids: members,
+            run: Run::empty(),
         });
         self.pool.each(|member| {
-            member.sets.insert(id, set.clone());
+            if let Some(old) = member.sets.insert(id, set.clone()) {
+                old.run.close();
+            }
             member.generation += 1;
             if member.ensure().is_ok() {
                 member.define_set(id, &set.ids);
@@ -489,17 +515,34 @@ impl SelectorPlugin {
     /// random member) when it faults or is in quarantine. `None` if the set is unknown or
     /// empty, or no instance came free within the plugin's timeout (counted as busy): the
     /// caller then picks among its candidates itself.
+    ///
+    /// A run-selector's picks come from the set's run while it lasts (`sets.rs`, [`Run`]):
+    /// the thread keeps the set it took from last, so such a pick takes neither the
+    /// plugin's lock nor a lookup.
     pub fn select(&self, id: u32, hash_key: u64) -> Option<Selection> {
+        if self.runs {
+            return self.select_from_run(id);
+        }
+        self.ask(id, hash_key)
+    }
+
+    /// Asks the plugin for one pick of set `id`, whatever runs it made (what
+    /// [`SelectorPlugin::select`] does for any other selector, and how `axle bench
+    /// plugins` times the call itself).
+    pub fn ask(&self, id: u32, hash_key: u64) -> Option<Selection> {
         let two = self.measure.as_ref();
         match self.pool.with(|member| member.select(id, hash_key, two)) {
             Ok(selection) => selection,
-            // In quarantine: the safe default from the set the kernel keeps.
-            Err(Fault::Quarantined) => self
-                .pool
-                .peek(|member| member.sets.get(&id).map(|set| random_pick(&set.ids)))
-                .flatten(),
+            Err(Fault::Quarantined) => self.quarantined(id),
             Err(_) => None,
         }
+    }
+
+    /// In quarantine: the safe default from the set the kernel keeps.
+    fn quarantined(&self, id: u32) -> Option<Selection> {
+        self.pool
+            .peek(|member| member.sets.get(&id).map(|set| random_pick(&set.ids)))
+            .flatten()
     }
 
     /// Records a finished call; delivered to the plugin in batches of

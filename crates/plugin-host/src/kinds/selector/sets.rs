@@ -1,6 +1,7 @@
 //! What the kernel keeps of each candidate set it defined for a selector: the members, a
 //! membership test for checking answers, and for a two-choice selector the members' facts.
 
+use std::sync::atomic::{AtomicU64, Ordering::AcqRel, Ordering::Acquire};
 use std::sync::Arc;
 
 use axle_facts::{FactsTable, Loads};
@@ -18,6 +19,46 @@ pub(super) struct SetMembers {
     /// alone cost a tenth of an empty component call), and their mean effective weight
     /// when the set was defined, what a `per-weight` measure counts against.
     pub loads: Option<SetLoads>,
+    /// For a run-selector: the picks its last `select-run` made that no call has taken
+    /// yet, packed (`axle_spi::pack_run`; all ones: none). One per set, shared by every
+    /// thread, so the picks go out in the plugin's order and none is dropped when a
+    /// thread moves on to another set: a rotation's shares stay its own.
+    pub run: Run,
+}
+
+/// A set's picks made ahead ([`SetMembers::run`]).
+pub(super) struct Run(AtomicU64);
+
+impl Run {
+    pub fn empty() -> Run {
+        Run(AtomicU64::new(u64::MAX))
+    }
+
+    /// The next pick made ahead, if any is left.
+    pub fn take(&self) -> Option<u32> {
+        let mut now = self.0.load(Acquire);
+        loop {
+            let mut after = now;
+            let pick = axle_spi::next_in_run(&mut after)?;
+            match self.0.compare_exchange_weak(now, after, AcqRel, Acquire) {
+                Ok(_) => return Some(pick),
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    /// Drops the picks left, for good: the set was forgotten or redefined, and a thread
+    /// that still holds it must ask the plugin for the set that replaced it.
+    pub fn close(&self) {
+        self.0.store(u64::MAX, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Holds `rest`, the picks of a run after the one its caller takes, if the run is
+    /// still empty (it is under the instance's lock; of two instances refilling at once,
+    /// the later one's picks are dropped, which only a stateless selector can have).
+    pub fn refill(&self, rest: u64) {
+        let _ = self.0.compare_exchange(u64::MAX, rest, AcqRel, Acquire);
+    }
 }
 
 /// The facts a two-choice selector's measure reads, for the members of one set.
