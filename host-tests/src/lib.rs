@@ -342,6 +342,17 @@ impl Drop for ServeProcess {
     }
 }
 
+/// The component calls plugin `name` of `client` has taken so far (its pick, its
+/// `select-run`, the tables and sets pushed to it).
+pub fn plugin_calls(client: &axle::client::Client, name: &str) -> u64 {
+    client
+        .plugin_stats()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, stats)| stats.calls)
+        .unwrap_or_else(|| panic!("the counters of plugin {name}"))
+}
+
 /// A client for `service` at `endpoints`, with the embedded manifest's plugins and
 /// `selector` filling the service's selector slot (seeded when it is random; a call
 /// budget of a second, as in [`manifest`]).

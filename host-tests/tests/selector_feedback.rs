@@ -88,14 +88,7 @@ fn plugin_calls_for(n: u64, selector: &str, extra: Option<PluginSpec>) -> (u64, 
         axle::client::ClientConfig::new(m).endpoints("echo", [EndpointSpec::new(&server.addr)]),
     )
     .unwrap();
-    let plugin_calls = || {
-        client
-            .plugin_stats()
-            .into_iter()
-            .find(|(name, _)| name == selector)
-            .map(|(_, stats)| stats.calls)
-            .expect("the selector's counters")
-    };
+    let plugin_calls = || axle_host_tests::plugin_calls(&client, selector);
     let call = |n: u64| {
         runtime.block_on(async {
             let callers: Vec<_> = (0..4)

@@ -3,11 +3,12 @@
 //! eight callers on a two-worker runtime: about one plugin call per run of four picks, and
 //! each provider still gets its share of the rotation.
 
-use axle::client::{CallOptions, Client};
 use axle::manifest::EndpointSpec;
-use axle_host_tests::{admin_stats, rt, ServeProcess, TestHost};
+use axle_host_tests::{
+    admin_stats, client_for, drive_echo, plugin_calls, rt, ServeProcess, TestHost,
+};
 
-const CALLERS: u64 = 8;
+const CALLERS: usize = 8;
 
 /// `echo` requests each provider answered so far.
 fn served(p: &ServeProcess) -> u64 {
@@ -30,54 +31,23 @@ fn run_with(selector: &str, n: u64) -> (u64, Vec<u64>) {
     let runtime = rt();
     let _in = runtime.enter();
     let t = TestHost::new();
-    let mut m = axle::manifest::Manifest::embedded().unwrap();
-    m.endpoints.clear();
-    m.services.entry("echo".into()).or_default().selector = Some(selector.into());
     let endpoints = providers.iter().map(|p| EndpointSpec::new(&p.addr));
-    let client = Client::new(
-        &t.host,
-        axle::client::ClientConfig::new(m).endpoints("echo", endpoints),
-    )
-    .unwrap();
-    let plugin_calls = || {
-        client
-            .plugin_stats()
-            .into_iter()
-            .find(|(name, _)| name == selector)
-            .map(|(_, stats)| stats.calls)
-            .expect("the selector's counters")
-    };
+    let client = client_for(&t.host, "echo", selector, endpoints.collect());
     let call = |n: u64| {
-        runtime.block_on(async {
-            let callers: Vec<_> = (0..CALLERS)
-                .map(|_| {
-                    let client = client.clone();
-                    tokio::spawn(async move {
-                        for _ in 0..n / CALLERS {
-                            let options = CallOptions::default();
-                            client
-                                .call_raw("echo", "say", bytes::Bytes::new(), &options)
-                                .await
-                                .expect("answered");
-                        }
-                    })
-                })
-                .collect();
-            for caller in callers {
-                caller.await.expect("a caller finished");
-            }
-        })
+        let per_caller = n / CALLERS as u64;
+        let (ok, failed) = drive_echo(&runtime, &client, CALLERS, per_caller, selector, |_, _| {
+            axle::client::CallOptions::default()
+        });
+        assert_eq!((ok, failed), (n, 0), "{selector}: every call answered");
     };
     // Warm: the table pushed and the set defined before counting.
-    call(CALLERS * 3);
-    let (calls, before) = (
-        plugin_calls(),
-        providers.iter().map(served).collect::<Vec<_>>(),
-    );
+    call(CALLERS as u64 * 3);
+    let calls = plugin_calls(&client, selector);
+    let before: Vec<u64> = providers.iter().map(served).collect();
     call(n);
     let after = providers.iter().map(served);
     let shares = after.zip(before).map(|(a, b)| a - b).collect();
-    (plugin_calls() - calls, shares)
+    (plugin_calls(&client, selector) - calls, shares)
 }
 
 #[test]
