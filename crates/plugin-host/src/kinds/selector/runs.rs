@@ -25,11 +25,7 @@ impl SelectorPlugin {
             _ => None,
         });
         if let Some(endpoint) = made_ahead {
-            let by_plugin = true;
-            return Some(Selection {
-                endpoint,
-                by_plugin,
-            });
+            return Some(by_plugin(endpoint));
         }
         match self.pool.with(|member| member.select_run(id)) {
             Ok(Some((selection, members))) => {
@@ -54,14 +50,7 @@ impl Member {
             .filter(|set| !set.ids.is_empty())?
             .clone();
         if let Some(endpoint) = set.run.take() {
-            let by_plugin = true;
-            return Some((
-                Selection {
-                    endpoint,
-                    by_plugin,
-                },
-                set,
-            ));
+            return Some((by_plugin(endpoint), set));
         }
         let live = self.ensure();
         let run = live.and_then(|()| self.runner.select_run(id));
@@ -83,14 +72,15 @@ impl Member {
             return Some((selection, set));
         };
         set.run.refill(rest);
-        let by_plugin = true;
-        Some((
-            Selection {
-                endpoint,
-                by_plugin,
-            },
-            set,
-        ))
+        Some((by_plugin(endpoint), set))
+    }
+}
+
+/// A pick the plugin made.
+fn by_plugin(endpoint: u32) -> Selection {
+    Selection {
+        endpoint,
+        by_plugin: true,
     }
 }
 
