@@ -51,6 +51,19 @@ pub struct Owner {
     pub timeout_ms: u64,
 }
 
+#[cfg(test)]
+impl Owner {
+    /// A plugin named `name` with counters of its own and a 100 ms call deadline (tests
+    /// of a kind built on a native twin).
+    pub fn named(name: &str) -> Owner {
+        Owner {
+            name: name.into(),
+            stats: Arc::new(PluginStats::named(name)),
+            timeout_ms: 100,
+        }
+    }
+}
+
 impl<S> Pool<S> {
     /// A pool of the given members (at least one).
     pub fn new(members: Vec<S>, owner: Owner) -> Self {

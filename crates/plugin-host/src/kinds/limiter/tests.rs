@@ -13,11 +13,7 @@ impl NativeLimiter for Open {
 }
 
 fn limiter(key_on: crate::KeyOn) -> LimiterPlugin {
-    let owner = crate::pool::Owner {
-        name: "open".into(),
-        stats: Arc::new(crate::stats::PluginStats::named("open")),
-        timeout_ms: 100,
-    };
+    let owner = crate::pool::Owner::named("open");
     LimiterPlugin::native(Box::new(Open), owner, true, key_on, Arc::default())
 }
 
@@ -113,11 +109,7 @@ fn the_plugin_clock_never_goes_back_between_calls() {
     // A caller's reading is taken before it gets the instance: one taken earlier may
     // arrive later, and the plugin must not see time go back.
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let owner = crate::pool::Owner {
-        name: "clocked".into(),
-        stats: Arc::new(crate::stats::PluginStats::named("clocked")),
-        timeout_ms: 100,
-    };
+    let owner = crate::pool::Owner::named("clocked");
     let l = LimiterPlugin::native(
         Box::new(Clocked(seen.clone())),
         owner,
@@ -161,11 +153,7 @@ impl NativeLimiter for Leasing {
 #[test]
 fn a_lease_admits_the_threads_next_requests_under_its_key_without_a_call() {
     let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let owner = crate::pool::Owner {
-        name: "leasing".into(),
-        stats: Arc::new(crate::stats::PluginStats::named("leasing")),
-        timeout_ms: 100,
-    };
+    let owner = crate::pool::Owner::named("leasing");
     let twin = Leasing {
         lease: 3,
         asked: asked.clone(),

@@ -151,11 +151,7 @@ mod tests {
             asked: asked.clone(),
             stray,
         };
-        let owner = crate::pool::Owner {
-            name: "rotation".into(),
-            stats: Arc::new(crate::stats::PluginStats::named("rotation")),
-            timeout_ms: 100,
-        };
+        let owner = crate::pool::Owner::named("rotation");
         let plugin = SelectorPlugin::native(Box::new(twin), owner, axle_facts::FactsTable::new());
         (plugin, asked)
     }
