@@ -2,18 +2,18 @@
 //!
 //! A reader task routes each response to the waiting call through its answer slot
 //! (`answer.rs`, reused: no allocation per request); the
-//! writer task (`writer.rs`) batches outgoing frames. A call that gives up (deadline, or
-//! its future dropped) removes itself and sends a `cancel` frame. A `goaway` stops new
+//! writer task (`writer.rs`) batches outgoing frames. A call past its deadline is failed by
+//! the connection's one timer (`pending.rs`), which sends a `cancel` frame; a call whose
+//! future is dropped removes itself and sends one. A `goaway` stops new
 //! requests while the ones in flight finish, and the connection closes once none is left
 //! (so a stopping endpoint's drain ends when its callers are done, not at its deadline);
 //! a broken connection fails every call in flight with `Reset`. Idle connections are pinged; one that stays silent is closed.
 //! Whoever dialled may be told when a connection stops taking requests (goaway, or
 //! closed): [`Connection::connect_watched`].
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -26,14 +26,14 @@ use tokio_util::codec::FramedRead;
 
 use super::{Keepalive, TransportError};
 use crate::answer::{self, Answer};
+use crate::pending::{Pending, Waiter};
 use crate::tls::ClientTls;
 use axle_wire::{ErrorClass, Frame, FrameCodec, Kind, Limits, Metadata, HEADER_LEN};
 
-type Waiter = answer::Sender;
-
 struct Shared {
     addr: String,
-    pending: Mutex<HashMap<u64, Waiter>>,
+    /// Calls waiting for answers, with their deadlines (`pending.rs`).
+    pending: Pending,
     /// Answer slots of finished calls, for the next ones.
     answers: answer::Pool,
     /// No new requests: goaway received, or the connection broke.
@@ -55,15 +55,18 @@ impl Shared {
     /// Removes the waiter of `id`. A connection told to go away is closed once nothing
     /// waits on it any more.
     fn take(&self, id: u64) -> Option<Waiter> {
-        let (waiter, drained) = {
-            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            let waiter = pending.remove(&id);
-            (waiter, pending.is_empty() && self.draining.load(Relaxed))
-        };
-        if drained && !self.closed.load(Relaxed) {
-            self.fail_all("drained after a goaway");
+        let (waiter, empty) = self.pending.remove(id);
+        if empty {
+            self.close_if_drained();
         }
         waiter
+    }
+
+    /// A connection told to go away closes once nothing waits on it.
+    fn close_if_drained(&self) {
+        if self.draining.load(Relaxed) && !self.closed.load(Relaxed) {
+            self.fail_all("drained after a goaway");
+        }
     }
 
     /// A goaway arrived: no new requests; closed at once if nothing waits.
@@ -71,12 +74,7 @@ impl Shared {
         if !self.draining.swap(true, Relaxed) {
             self.tell_watch();
         }
-        let idle = self
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty();
-        if idle {
+        if self.pending.is_empty() {
             self.fail_all("drained after a goaway");
         }
     }
@@ -94,11 +92,7 @@ impl Shared {
         if !was_closed {
             self.tell_watch();
         }
-        let waiters: Vec<Waiter> = {
-            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            pending.drain().map(|(_, w)| w).collect()
-        };
-        for w in waiters {
+        for w in self.pending.drain() {
             w.send(Err(TransportError::Reset {
                 addr: self.addr.clone(),
                 reason: reason.to_string(),
@@ -181,7 +175,7 @@ impl Connection {
         let (tx, rx) = mpsc::channel(crate::defaults::WRITE_QUEUE);
         let shared = Arc::new(Shared {
             addr: addr.to_string(),
-            pending: Mutex::new(HashMap::new()),
+            pending: Pending::default(),
             answers: answer::Pool::default(),
             draining: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -324,6 +318,33 @@ impl Connection {
             }
         });
 
+        // The connection's one timer: fails the calls past their deadline.
+        let timer_shared = shared.clone();
+        let cancel_tx = tx.clone();
+        tokio::spawn(async move {
+            let shared = timer_shared;
+            loop {
+                // Registered before the flag is read, so a close between them still wakes.
+                let closing = shared.closing.notified();
+                tokio::pin!(closing);
+                closing.as_mut().enable();
+                if shared.closed.load(Relaxed) {
+                    return;
+                }
+                let due = tokio::select! {
+                    due = shared.pending.expired() => due,
+                    () = closing => return,
+                };
+                for (id, waiter) in due {
+                    waiter.send(Err(TransportError::Timeout));
+                    let _ = cancel_tx.try_send(Frame::bare(Kind::Cancel, id));
+                }
+                if shared.pending.is_empty() {
+                    shared.close_if_drained();
+                }
+            }
+        });
+
         Arc::new(Connection {
             shared,
             tx,
@@ -349,11 +370,7 @@ impl Connection {
 
     /// Requests waiting for an answer.
     pub fn in_flight(&self) -> usize {
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
+        self.shared.pending.len()
     }
 
     /// Sends a request and waits for its response until `deadline`.
@@ -371,7 +388,7 @@ impl Connection {
         payload: Bytes,
         deadline: Instant,
     ) -> impl Future<Output = Result<Frame, TransportError>> + Send + '_ {
-        let sent = self.send_request(flags, meta, payload);
+        let sent = self.send_request(flags, meta, payload, deadline);
         async move {
             let (mut guard, rx, room) = sent?;
             if let Some(room) = room {
@@ -383,18 +400,12 @@ impl Connection {
                     });
                 }
             }
-            match tokio::time::timeout_at(deadline.into(), rx).await {
-                Ok(Ok(result)) => {
-                    guard.armed = false;
-                    result
-                }
-                // The sender was dropped without an answer: the connection failed.
-                Ok(Err(_)) => {
-                    guard.armed = false;
-                    Err(self.lost())
-                }
-                Err(_) => Err(TransportError::Timeout), // guard cancels
-            }
+            // The answer, or the timeout the connection's timer delivers at the deadline
+            // (having taken the call out of the table and cancelled it at the peer).
+            let answer = rx.await;
+            guard.armed = false;
+            // The sender was dropped without an answer: the connection failed.
+            answer.unwrap_or_else(|_| Err(self.lost()))
         }
     }
 
@@ -407,6 +418,7 @@ impl Connection {
         flags: u16,
         meta: Metadata,
         payload: Bytes,
+        deadline: Instant,
     ) -> Result<
         (
             Waiting<'_>,
@@ -429,7 +441,7 @@ impl Connection {
                 self.limits.max_frame
             )));
         }
-        let (id, rx) = self.expect_answer();
+        let (id, rx) = self.expect_answer(Some(deadline));
         // Waiting from here on keeps a draining connection open for the answer; a goaway
         // that came first means the request is not sent.
         if !self.usable() {
@@ -480,7 +492,7 @@ impl Connection {
         if self.closed() {
             return Err(self.lost());
         }
-        let (id, rx) = self.expect_answer();
+        let (id, rx) = self.expect_answer(None);
         // Forgotten however this ends, the future dropped included: no ping is left
         // waiting in the table.
         let _waiting = Waiting {
@@ -502,14 +514,12 @@ impl Connection {
     }
 
     /// A new frame id, and where its answer (response or pong) will arrive.
-    fn expect_answer(&self) -> (u64, Answer<'_>) {
+    /// Past `deadline` the connection's timer fails the call with a timeout and cancels
+    /// it at the peer (`pending.rs`).
+    fn expect_answer(&self, deadline: Option<Instant>) -> (u64, Answer<'_>) {
         let id = self.next_id.fetch_add(1, Relaxed);
         let (tx, rx) = self.shared.answers.pair();
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id, tx);
+        self.shared.pending.insert(id, tx, deadline);
         (id, rx)
     }
 
@@ -539,8 +549,8 @@ impl Drop for Connection {
     }
 }
 
-/// A frame waiting for its answer: when its caller stops waiting (deadline, or the future
-/// was dropped) it leaves the table, and a request is cancelled (`cancel`: a `cancel`
+/// A frame waiting for its answer: when its caller stops waiting (the future was dropped)
+/// it leaves the table, and a request is cancelled (`cancel`: a `cancel`
 /// frame tells the endpoint, which stops the handler and frees what it held).
 struct Waiting<'a> {
     conn: &'a Connection,

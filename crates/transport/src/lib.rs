@@ -7,6 +7,7 @@ pub mod connection;
 pub mod defaults;
 mod encoding;
 pub mod endpoint;
+mod pending;
 pub mod serve;
 pub mod tls;
 mod writer;

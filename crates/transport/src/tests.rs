@@ -123,6 +123,37 @@ async fn a_caller_that_gives_up_cancels_the_request() {
 }
 
 #[tokio::test]
+async fn a_short_deadline_times_out_while_a_longer_call_waits_on_the_connection() {
+    let echo = Arc::new(SlowEcho::default());
+    let (addr, _closing) = server(echo.clone()).await;
+    let conn = dial(addr).await;
+    // The connection's timer is set for the first call's deadline, 5 s away; the second
+    // call's, 30 ms away, must move it earlier.
+    let long = conn.call(0, meta(), Bytes::from_static(&[200]), soon(5000));
+    let short = conn.call(0, meta(), Bytes::from_static(&[200]), soon(30));
+    tokio::pin!(long);
+    let first = tokio::select! {
+        r = short => r.map(|_| "short answered"),
+        r = &mut long => r.map(|_| "long answered"),
+    };
+    assert_eq!(first, Err(TransportError::Timeout));
+    assert_eq!(conn.in_flight(), 1, "the long call still waits");
+    assert_eq!(
+        &long.await.expect("the long call is answered").payload[..],
+        &[200]
+    );
+    let until = Instant::now() + Duration::from_secs(5);
+    while echo.cancelled.load(SeqCst) == 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        echo.cancelled.load(SeqCst),
+        1,
+        "only the short call was cancelled"
+    );
+}
+
+#[tokio::test]
 async fn goaway_stops_new_requests_while_those_in_flight_finish() {
     let (addr, closing) = server(Arc::default()).await;
     let conn = dial(addr).await;
