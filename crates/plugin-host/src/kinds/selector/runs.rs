@@ -1,26 +1,43 @@
 //! A run-selector's picks (WIT `run-selector`): the kernel asks `select-run` for up to four
-//! picks, uses the first, and keeps the rest in the set ([`Run`]) for the next calls from
-//! any thread, in the plugin's order. A thread remembers the set it took from last, so a
-//! pick made ahead takes neither the plugin's lock nor a lookup of the set.
+//! picks, uses the first, and the thread that asked holds the rest for its next calls of
+//! the same set, in the plugin's order, without the plugin's lock or any write another
+//! core reads. A thread that moves on to another set, or ends, hands the picks it did not
+//! use back to the set ([`super::sets::Run`]), and the next ask of that set, from any
+//! thread, takes them before the plugin makes new ones: no pick is dropped, so a
+//! rotation's shares stay exact.
 
 use std::sync::Arc;
 
 use super::{random_pick, wire_id, Member, Runner, Selection, SelectorPlugin, SetMembers};
 use crate::stats::Fault;
 
+/// A run held by a thread: the picks of set `set` of selector `selector` it has not
+/// used yet, packed (`axle_spi::pack_run`; all ones: none).
+struct Held {
+    selector: u64,
+    set: u32,
+    members: Arc<SetMembers>,
+    picks: u64,
+}
+
+impl Drop for Held {
+    /// The thread moved on (or ended): what it did not use goes back to the set.
+    fn drop(&mut self) {
+        self.members.run.hand_back(self.picks);
+    }
+}
+
 thread_local! {
-    /// The set this thread took a run-selector's pick from last, by selector: the next
-    /// pick of the same set takes from its run without the plugin's lock.
-    static LAST_RUN: std::cell::RefCell<Option<(u64, u32, Arc<SetMembers>)>> =
-        const { std::cell::RefCell::new(None) };
+    /// The run this thread holds, of the set it took a run-selector's pick from last.
+    static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
 }
 
 impl SelectorPlugin {
     /// A run-selector's pick (see [`SelectorPlugin::select`]).
     pub(super) fn select_from_run(&self, id: u32) -> Option<Selection> {
-        let made_ahead = LAST_RUN.with_borrow(|last| match last {
-            Some((selector, set, members)) if *selector == self.id && *set == id => {
-                members.run.take()
+        let made_ahead = HELD.with_borrow_mut(|held| match held {
+            Some(h) if h.selector == self.id && h.set == id && !h.members.run.is_closed() => {
+                axle_spi::next_in_run(&mut h.picks)
             }
             _ => None,
         });
@@ -28,8 +45,16 @@ impl SelectorPlugin {
             return Some(by_plugin(endpoint));
         }
         match self.pool.with(|member| member.select_run(id)) {
-            Ok(Some((selection, members))) => {
-                LAST_RUN.set(Some((self.id, id, members)));
+            Ok(Some((selection, members, picks))) => {
+                let run = Held {
+                    selector: self.id,
+                    set: id,
+                    members,
+                    picks,
+                };
+                // The run this replaces is handed back to its set as it drops, out of the
+                // plugin's lock.
+                drop(HELD.replace(Some(run)));
                 Some(selection)
             }
             Ok(None) => None,
@@ -40,39 +65,42 @@ impl SelectorPlugin {
 }
 
 impl Member {
-    /// Picks from set `id` for a run-selector: a pick another thread's run left, or the
-    /// first of a new run, whose other picks wait in the set for the next calls. Each pick
-    /// of a run is checked against the set; one outside it voids the run (a fault).
-    fn select_run(&mut self, id: u32) -> Option<(Selection, Arc<SetMembers>)> {
+    /// Picks from set `id` for a run-selector: the first of the picks other threads
+    /// handed back, or of a new run, with the rest for the asking thread to hold. Each
+    /// pick of a new run is checked against the set; one outside it voids the run (a
+    /// fault).
+    fn select_run(&mut self, id: u32) -> Option<(Selection, Arc<SetMembers>, u64)> {
+        const NONE: u64 = u64::MAX;
         let set = self
             .sets
             .get(&id)
             .filter(|set| !set.ids.is_empty())?
             .clone();
-        if let Some(endpoint) = set.run.take() {
-            return Some((by_plugin(endpoint), set));
+        if let Some(mut left) = set.run.take_left() {
+            if let Some(endpoint) = axle_spi::next_in_run(&mut left) {
+                return Some((by_plugin(endpoint), set, left));
+            }
         }
         let live = self.ensure();
         let run = live.and_then(|()| self.runner.select_run(id));
         let mut rest = match run {
             Ok(run) => run,
-            Err(_) => return Some((random_pick(&set.ids), set)),
+            Err(_) => return Some((random_pick(&set.ids), set, NONE)),
         };
         let mut picks = rest;
         while let Some(pick) = axle_spi::next_in_run(&mut picks) {
             if !set.members.contains(pick) {
                 let fault = Fault::Invalid(format!("endpoint {pick} is not in set {id}"));
                 self.runner.fault(&self.stats, "select-run", &fault);
-                return Some((random_pick(&set.ids), set));
+                return Some((random_pick(&set.ids), set, NONE));
             }
         }
         let Some(endpoint) = axle_spi::next_in_run(&mut rest) else {
             // No run: one pick, as a plain selector is asked.
             let selection = self.select(id, 0, None)?;
-            return Some((selection, set));
+            return Some((selection, set, NONE));
         };
-        set.run.refill(rest);
-        Some((by_plugin(endpoint), set))
+        Some((by_plugin(endpoint), set, rest))
     }
 }
 
@@ -172,23 +200,94 @@ mod tests {
             std::mem::take(&mut *asked.lock().unwrap()),
             ["select-run", "select-run"]
         );
-        // A thread moving between sets drops no pick: each set keeps its own run, and
-        // its rotation goes on where it was.
+        // A thread moving between sets drops no pick: it hands what it holds back to the
+        // set it leaves, takes it again when it comes back, and each set's rotation goes
+        // on where it was.
         let mut seen = Vec::new();
         for _ in 0..3 {
             seen.push(picks(&p, b, 1)[0]);
             seen.push(picks(&p, a, 1)[0]);
         }
         assert_eq!(seen, [20, 12, 21, 10, 20, 11]);
-        // Another thread takes from the same run: the set's picks stay in order.
+        assert_eq!(
+            std::mem::take(&mut *asked.lock().unwrap()),
+            ["select-run"],
+            "set a's picks were all served from its runs; set b needed one"
+        );
+        // Another thread holds a run of its own, and hands back what it did not use when
+        // it ends: this thread's next pick of the set is the first of those.
         let other = std::thread::scope(|s| s.spawn(|| picks(&p, a, 2)).join().unwrap());
         assert_eq!(other, [12, 10]);
         assert_eq!(picks(&p, a, 1), [11]);
         // The call itself, run or not (`axle bench plugins`): the plugin's own next pick,
-        // after the ones its runs made (the set's run still holds 12).
+        // after the ones its runs made (this thread still holds 12).
         asked.lock().unwrap().clear();
         assert_eq!(p.ask(a, 7).map(|s| s.endpoint), Some(10));
         assert_eq!(*asked.lock().unwrap(), ["select"]);
+    }
+
+    /// Threads that move between sets at every few picks, on every core: each pick the
+    /// plugin made is either served once or still waiting in its set once they end, so
+    /// the rotation's shares stay exact.
+    #[test]
+    fn threads_moving_between_sets_serve_every_pick_the_plugin_made_once() {
+        let (p, asked) = rotation(false);
+        let (a, b) = (p.intern_set(&[1, 2, 3]), p.intern_set(&[4, 5]));
+        let served: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..4usize)
+                .map(|t| {
+                    let p = &p;
+                    s.spawn(move || {
+                        let mut served = Vec::new();
+                        for i in 0..2_000usize {
+                            // Runs of 1 to 5 picks of one set, then the other.
+                            let set = if (i / (1 + (i + t) % 5)) % 2 == 0 {
+                                a
+                            } else {
+                                b
+                            };
+                            served.push(p.select(set, 0).expect("a pick").endpoint);
+                        }
+                        served
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        // Every thread has ended, so what it held is back in its set.
+        let left = |set: u32| {
+            let mut picks = Vec::new();
+            while let Some(mut run) = p
+                .pool
+                .peek(|m| m.sets.get(&set).and_then(|s| s.run.take_left()))
+                .flatten()
+            {
+                while let Some(pick) = axle_spi::next_in_run(&mut run) {
+                    picks.push(pick);
+                }
+            }
+            picks
+        };
+        let mut count = [0usize; 6];
+        for pick in served
+            .iter()
+            .flatten()
+            .copied()
+            .chain(left(a))
+            .chain(left(b))
+        {
+            count[pick as usize] += 1;
+        }
+        // The rotation made whole runs of four, cycling its members: their counts differ
+        // by one at most.
+        let (sa, sb) = (&count[1..=3], &count[4..=5]);
+        let spread = |c: &[usize]| c.iter().max().unwrap() - c.iter().min().unwrap();
+        assert!(spread(sa) <= 1, "set a: {sa:?}");
+        assert!(spread(sb) <= 1, "set b: {sb:?}");
+        assert_eq!(served.iter().map(Vec::len).sum::<usize>(), 8_000);
+        // Nothing lost, nothing served twice: four picks a call, each counted once.
+        let made = 4 * asked.lock().unwrap().len();
+        assert_eq!(sa.iter().sum::<usize>() + sb.iter().sum::<usize>(), made);
     }
 
     #[test]

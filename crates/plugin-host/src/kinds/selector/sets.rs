@@ -1,8 +1,9 @@
 //! What the kernel keeps of each candidate set it defined for a selector: the members, a
 //! membership test for checking answers, and for a two-choice selector the members' facts.
 
-use std::sync::atomic::{AtomicU64, Ordering::AcqRel, Ordering::Acquire};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Release};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use axle_facts::{FactsTable, Loads};
 use axle_spi::{Load, LoadMeasure};
@@ -19,45 +20,73 @@ pub(super) struct SetMembers {
     /// alone cost a tenth of an empty component call), and their mean effective weight
     /// when the set was defined, what a `per-weight` measure counts against.
     pub loads: Option<SetLoads>,
-    /// For a run-selector: the picks its last `select-run` made that no call has taken
-    /// yet, packed (`axle_spi::pack_run`; all ones: none). One per set, shared by every
-    /// thread, so the picks go out in the plugin's order and none is dropped when a
-    /// thread moves on to another set: a rotation's shares stay its own.
+    /// For a run-selector: the picks threads handed back, and whether the set is closed
+    /// (`runs.rs`).
     pub run: Run,
 }
 
-/// A set's picks made ahead ([`SetMembers::run`]).
-pub(super) struct Run(AtomicU64);
+/// The most handed-back picks a set keeps: each thread hands back at most a run less
+/// its first pick, and the next ask of the set takes them before the plugin is asked, so
+/// this is only reached by many threads leaving one set at once.
+const LEFT_MAX: usize = 256;
+
+/// What a set keeps of its run-selector's runs ([`SetMembers::run`]). A run is held by the
+/// thread that asked for it; a thread that moves on to another set (or ends) hands the
+/// picks it did not use back here, and the next ask of this set takes them before the
+/// plugin makes new ones, so no pick is dropped and a rotation's shares stay its own.
+pub(super) struct Run {
+    /// Handed-back picks, oldest first.
+    left: Mutex<VecDeque<u32>>,
+    /// The set was forgotten or redefined: picks held for it are not served.
+    closed: AtomicBool,
+}
 
 impl Run {
     pub fn empty() -> Run {
-        Run(AtomicU64::new(u64::MAX))
+        Run {
+            left: Mutex::new(VecDeque::new()),
+            closed: AtomicBool::new(false),
+        }
     }
 
-    /// The next pick made ahead, if any is left.
-    pub fn take(&self) -> Option<u32> {
-        let mut now = self.0.load(Acquire);
-        loop {
-            let mut after = now;
-            let pick = axle_spi::next_in_run(&mut after)?;
-            match self.0.compare_exchange_weak(now, after, AcqRel, Acquire) {
-                Ok(_) => return Some(pick),
-                Err(seen) => now = seen,
+    fn left(&self) -> MutexGuard<'_, VecDeque<u32>> {
+        self.left.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether picks held for this set may still be served. Read on every pick taken from
+    /// a held run: a line no pick writes.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Acquire)
+    }
+
+    /// Drops the picks left, for good: the set was forgotten or redefined, and a thread
+    /// that still holds a run of it must ask the plugin for the set that replaced it.
+    pub fn close(&self) {
+        self.closed.store(true, Release);
+        self.left().clear();
+    }
+
+    /// Keeps `picks` (packed, `axle_spi::pack_run`) for the next ask of the set.
+    pub fn hand_back(&self, mut picks: u64) {
+        if picks == u64::MAX || self.is_closed() {
+            return;
+        }
+        let mut left = self.left();
+        while let Some(pick) = axle_spi::next_in_run(&mut picks) {
+            if left.len() < LEFT_MAX {
+                left.push_back(pick);
             }
         }
     }
 
-    /// Drops the picks left, for good: the set was forgotten or redefined, and a thread
-    /// that still holds it must ask the plugin for the set that replaced it.
-    pub fn close(&self) {
-        self.0.store(u64::MAX, std::sync::atomic::Ordering::Release);
-    }
-
-    /// Holds `rest`, the picks of a run after the one its caller takes, if the run is
-    /// still empty (it is under the instance's lock; of two instances refilling at once,
-    /// the later one's picks are dropped, which only a stateless selector can have).
-    pub fn refill(&self, rest: u64) {
-        let _ = self.0.compare_exchange(u64::MAX, rest, AcqRel, Acquire);
+    /// Up to a run's worth of handed-back picks, oldest first, packed; `None` if none.
+    pub fn take_left(&self) -> Option<u64> {
+        let mut left = self.left();
+        if left.is_empty() {
+            return None;
+        }
+        let n = left.len().min(axle_spi::RUN);
+        Some(axle_spi::pack_run(left.drain(..n)))
     }
 }
 
