@@ -186,7 +186,7 @@ impl LimiterPlugin {
         LimiterPlugin {
             release: Hears::export(component.get_export_index(None, "release")),
             providers_changed: Hears::export(component.get_export_index(None, "providers-changed")),
-            leases: Hears::export(lease::export(&component)),
+            leases: Hears::export(lease::export(&owner.name, &component)),
             ..LimiterPlugin::with_pool(Pool::new(members, owner), on_error_admit, key_on, cluster)
         }
     }

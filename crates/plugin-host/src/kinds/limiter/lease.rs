@@ -56,6 +56,7 @@ pub(super) fn hold(serial: u64, key: u32, left: u32, now_ns: u64) {
 /// (`func(u32, u64) -> u64`). One of another type is not called: the limiter is asked as a
 /// plain one, once per request, and the log says why.
 pub(super) fn export(
+    plugin: &str,
     component: &wasmtime::component::Component,
 ) -> Option<wasmtime::component::ComponentExportIndex> {
     use wasmtime::component::{types::ComponentItem, Type};
@@ -68,6 +69,7 @@ pub(super) fn export(
     };
     if !typed {
         tracing::warn!(
+            plugin,
             "the limiter's `acquire-lease` is not `func(key: u32, now-ns: u64) -> u64`: \
              not called, every request asks `acquire`"
         );
