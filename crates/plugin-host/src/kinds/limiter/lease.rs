@@ -99,4 +99,86 @@ mod tests {
             .unwrap();
         assert!(take(7, 3, 1_000));
     }
+
+    /// A component exporting one function `name` of the component type `params` →
+    /// `result`, lifted from a core function returning 0 (never called here).
+    fn exporting(
+        name: &str,
+        params: &[(&str, wasm_encoder::PrimitiveValType)],
+        result: wasm_encoder::PrimitiveValType,
+    ) -> Vec<u8> {
+        use wasm_encoder::{
+            CodeSection, ComponentBuilder, ComponentExportKind, ComponentValType, ExportKind,
+            ExportSection, Function, FunctionSection, Instruction, Module, PrimitiveValType,
+            TypeSection, ValType,
+        };
+        let core = |t: PrimitiveValType| match t {
+            PrimitiveValType::U64 | PrimitiveValType::S64 => ValType::I64,
+            _ => ValType::I32,
+        };
+        let mut module = Module::new();
+        let mut types = TypeSection::new();
+        let core_params: Vec<ValType> = params.iter().map(|(_, t)| core(*t)).collect();
+        types.ty().function(core_params, [core(result)]);
+        let mut funcs = FunctionSection::new();
+        funcs.function(0);
+        let mut exports = ExportSection::new();
+        exports.export("f", ExportKind::Func, 0);
+        let mut body = Function::new([]);
+        body.instruction(&match core(result) {
+            ValType::I64 => Instruction::I64Const(0),
+            _ => Instruction::I32Const(0),
+        });
+        body.instruction(&Instruction::End);
+        let mut code = CodeSection::new();
+        code.function(&body);
+        module
+            .section(&types)
+            .section(&funcs)
+            .section(&exports)
+            .section(&code);
+
+        let mut component = ComponentBuilder::default();
+        let module = component.core_module(None, &module);
+        let instance = component.core_instantiate(None, module, []);
+        let core_func = component.core_alias_export(None, instance, "f", ExportKind::Func);
+        let (ty, mut func_type) = component.type_function(None);
+        func_type
+            .params(
+                params
+                    .iter()
+                    .map(|(n, t)| (*n, ComponentValType::Primitive(*t))),
+            )
+            .result(Some(ComponentValType::Primitive(result)));
+        let func = component.lift_func(None, core_func, ty, []);
+        component.export(name, ComponentExportKind::Func, func, None);
+        component.finish()
+    }
+
+    /// The export is used only with the contract's type: one of another type, or none,
+    /// leaves the limiter asked through `acquire` on every request.
+    #[test]
+    fn only_an_acquire_lease_of_the_contracts_type_is_used() {
+        use wasm_encoder::PrimitiveValType::{U32, U64};
+        let engine = wasmtime::Engine::default();
+        let load = |bytes: Vec<u8>| {
+            wasmtime::component::Component::from_binary(&engine, &bytes).expect("a component")
+        };
+        let right = load(exporting(
+            "acquire-lease",
+            &[("key", U32), ("now-ns", U64)],
+            U64,
+        ));
+        assert!(export("right", &right).is_some());
+        let narrow = load(exporting("acquire-lease", &[("key", U32)], U32));
+        assert!(export("narrow", &narrow).is_none());
+        let swapped = load(exporting(
+            "acquire-lease",
+            &[("now-ns", U64), ("key", U32)],
+            U64,
+        ));
+        assert!(export("swapped", &swapped).is_none());
+        let absent = load(exporting("acquire", &[("key", U32), ("now-ns", U64)], U64));
+        assert!(export("absent", &absent).is_none());
+    }
 }
