@@ -123,15 +123,10 @@ impl Pending {
         if calls.earliest.is_none_or(|at| at > now) {
             return Vec::new();
         }
-        let due: Vec<u64> = calls
+        let taken = calls
             .entries
-            .iter()
-            .filter(|(_, e)| e.deadline.is_some_and(|d| d <= now))
-            .map(|(&id, _)| id)
-            .collect();
-        let taken = due
-            .into_iter()
-            .filter_map(|id| calls.entries.remove(&id).map(|e| (id, e.waiter)))
+            .extract_if(|_, e| e.deadline.is_some_and(|d| d <= now))
+            .map(|(id, e)| (id, e.waiter))
             .collect();
         calls.earliest = calls.entries.values().filter_map(|e| e.deadline).min();
         taken
