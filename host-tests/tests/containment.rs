@@ -392,7 +392,10 @@ fn a_provider_with_a_panicking_limiter_serves_and_counts() {
 
 #[test]
 fn a_provider_with_a_spinning_limiter_quarantines_it_and_serves() {
-    let limiter = serve_with_hostile_limiter("spin", 1, |_| true);
+    // How many of the 1,600 calls find the limiter quarantined rather than being
+    // replaced depends on how fast the machine builds replacements: call on until half
+    // as many have been skipped.
+    let limiter = serve_with_hostile_limiter("spin", 1, |l| l["skipped"].as_u64() >= Some(800));
     assert!(limiter["timeouts"].as_u64().unwrap() >= 1, "{limiter}");
     assert!(limiter["trips"].as_u64().unwrap() >= 1, "{limiter}");
     assert!(limiter["skipped"].as_u64().unwrap() >= 800, "{limiter}");
