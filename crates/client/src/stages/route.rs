@@ -126,7 +126,8 @@ fn routed(
         }
     }
     let reads = &slots.route_reads;
-    let address = svc.caller_address.load();
+    // Loaded only when a router reads it: an `ArcSwap` load is two locked operations.
+    let address = reads.caller_address.then(|| svc.caller_address.load());
     let shape = Shape {
         reads,
         method: call.method,
@@ -137,7 +138,7 @@ fn routed(
             .as_deref()
             .or(svc.consumer_app.as_deref())
             .unwrap_or(""),
-        address: &address,
+        address: address.as_deref().map_or("", |a| a.as_str()),
         fields: super::route_fields::of(state, call, &reads.fields),
     };
     {
