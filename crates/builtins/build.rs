@@ -30,17 +30,21 @@ const BUILTINS: &[(&str, &str, &str)] = &[
     ("zone-aware", "axle-plugin-zone-aware", "selector"),
     ("consistent-hash", "axle-plugin-consistent-hash", "selector"),
     // Their own group: built with the others, cargo's feature unification would give
-    // every selector the `two-choice-selector` world's exports (declaring no measure).
+    // every selector the `two-choice-run-selector` world's exports (declaring no measure).
     (
         "least-active",
         "axle-plugin-least-active",
-        "two-choice-selector",
+        "two-choice-run-selector",
     ),
-    ("p2c-ewma", "axle-plugin-p2c-ewma", "two-choice-selector"),
+    (
+        "p2c-ewma",
+        "axle-plugin-p2c-ewma",
+        "two-choice-run-selector",
+    ),
     (
         "shortest-response",
         "axle-plugin-shortest-response",
-        "two-choice-selector",
+        "two-choice-run-selector",
     ),
     ("tag", "axle-plugin-tag", "router"),
     ("condition", "axle-plugin-condition", "router"),

@@ -136,6 +136,15 @@ fn least_loaded_selectors_keep_calls_off_a_slow_provider_on_the_request_path() {
             axle::client::ClientConfig::new(m).endpoints("flaky", endpoints),
         )
         .unwrap();
+        let plugin_calls = || {
+            client
+                .plugin_stats()
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, s)| s.calls)
+                .expect("the selector's counters")
+        };
+        let asked_before = plugin_calls();
         let before: Vec<u64> = servers.iter().map(|s| calls_at(&client, &s.addr)).collect();
         // 16 callers, 60 calls each, every call awaited: the slow provider's calls stay
         // in flight for 40 ms, long enough to lose nearly every duel they are in.
@@ -175,6 +184,17 @@ fn least_loaded_selectors_keep_calls_off_a_slow_provider_on_the_request_path() {
             calls[2] * 10 < total,
             "{name}: the slow provider took {calls:?}"
         );
+        // The shipped three draw two pairs a call (`two-choice-run-selector`), each pair
+        // compared when a call takes it; the C example, one pair a call.
+        let asked = plugin_calls() - asked_before;
+        if name.ends_with("-c") {
+            assert!(asked >= total, "{name}: {asked} plugin calls");
+        } else {
+            assert!(
+                asked * 10 <= total * 6,
+                "{name}: {asked} plugin calls for {total} picks"
+            );
+        }
     }
 }
 

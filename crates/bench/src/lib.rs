@@ -307,9 +307,9 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                         });
                     row("select", n.to_string(), wasm, native);
                 }
-                if p.runs() {
+                if p.runs() || p.pairs() {
                     // What a pick pays through runs at 10 endpoints: a call per run of
-                    // four, the other picks taken from the set's run.
+                    // four picks (or two pairs), the others taken from the set's run.
                     let n = ENDPOINT_COUNTS[0];
                     p.endpoints_changed(&sample_table(u64::from(n), n));
                     p.define_set(0, (0..n).collect());

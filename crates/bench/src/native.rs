@@ -274,6 +274,9 @@ where
     fn select_run(&mut self, id: u32) -> u64 {
         self.0.select_run(id)
     }
+    fn select_two_run(&mut self, id: u32) -> u64 {
+        self.0.select_two_run(id)
+    }
 }
 
 /// The twins a plugin host runs in place of the shipped selectors' and limiters'
@@ -289,8 +292,9 @@ pub fn host_natives() -> axle::plugin::native::Natives {
             Ok(Box::new(HostTwin(runtime, runs)) as Box<dyn NativeSelector>)
         })
     }
-    // As their components are built (`crates/builtins/build.rs`): these four in the
-    // `run-selector` world, the others not.
+    // As their components are built (`crates/builtins/build.rs`): four in the
+    // `run-selector` world and three in `two-choice-run-selector` (runs of pairs), the
+    // others neither.
     fn make<T: Selector + Send + 'static>() -> MakeSelector
     where
         SelectorRuntime<T>: Send,
@@ -317,16 +321,16 @@ pub fn host_natives() -> axle::plugin::native::Natives {
         )
         .selector(
             "least-active",
-            make::<axle_plugin_least_active::LeastActive>(),
+            runs::<axle_plugin_least_active::LeastActive>(),
         )
-        .selector("p2c-ewma", make::<axle_plugin_p2c_ewma::P2cEwma>())
+        .selector("p2c-ewma", runs::<axle_plugin_p2c_ewma::P2cEwma>())
         .selector(
             "consistent-hash",
             make::<axle_plugin_consistent_hash::ConsistentHash>(),
         )
         .selector(
             "shortest-response",
-            make::<axle_plugin_shortest_response::ShortestResponse>(),
+            runs::<axle_plugin_shortest_response::ShortestResponse>(),
         );
     LIMITERS.iter().fold(natives, |natives, name| {
         let make = limiter_maker(name).expect("every name in LIMITERS has a twin");

@@ -29,9 +29,15 @@ pub trait NativeSelector: Send {
     fn measure(&self) -> Option<LoadMeasure> {
         None
     }
-    /// Whether it answers runs of picks (what exporting `select-run` says).
+    /// Whether it answers runs of picks (what exporting `select-run` says), or with a
+    /// measure, runs of pairs (`select-two-run`).
     fn wants_runs(&self) -> bool {
         false
+    }
+    /// `two-choice-run-selector`'s `select-two-run`: two pairs packed
+    /// (`axle_spi::pack_run`, each pair's first then its second).
+    fn select_two_run(&mut self, _id: u32) -> u64 {
+        u64::MAX
     }
     /// `run-selector`'s `select-run`: up to four picks packed (`axle_spi::pack_run`).
     fn select_run(&mut self, _id: u32) -> u64 {

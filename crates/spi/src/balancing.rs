@@ -133,6 +133,9 @@ pub const RUN: usize = 4;
 /// A run's end: the 16 bits after its last pick (and every id a run cannot carry).
 const RUN_END: u64 = 0xFFFF;
 
+/// Ids a run carries are below this one (65,535); a pick at or past it ends the run.
+pub const RUN_ID_LIMIT: EndpointId = RUN_END as EndpointId;
+
 /// Up to [`RUN`] picks in the one scalar `select-run` returns, the first in the lowest 16
 /// bits. The run ends at the first id a run cannot carry (65,535 or more) or after the
 /// fourth; an empty run is all ones (the kernel then asks `select`). A scalar for the
@@ -159,9 +162,53 @@ pub fn next_in_run(run: &mut u64) -> Option<EndpointId> {
     Some(id as EndpointId)
 }
 
+/// `run` with whole pairs only: an odd last pick, half a pair, is ended off.
+pub fn whole_pairs(run: u64) -> u64 {
+    let n = (0..RUN)
+        .take_while(|i| (run >> (16 * i)) & RUN_END != RUN_END)
+        .count();
+    if n % 2 == 1 {
+        run | RUN_END << (16 * (n - 1))
+    } else {
+        run
+    }
+}
+
+/// Takes the next pair off a packed run of pairs (`two-choice-run-selector`'s
+/// `select-two-run`: each pair's first, then its second); `None` once it is used up. A
+/// pair cut short (its second missing) is dropped, and the run with it.
+pub fn next_pair_in_run(run: &mut u64) -> Option<(EndpointId, EndpointId)> {
+    let first = next_in_run(run)?;
+    match next_in_run(run) {
+        Some(second) => Some((first, second)),
+        None => {
+            *run = u64::MAX;
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_of_pairs_yields_whole_pairs_only() {
+        let mut run = pack_run([3, 5, 7, 7]);
+        assert_eq!(next_pair_in_run(&mut run), Some((3, 5)));
+        assert_eq!(next_pair_in_run(&mut run), Some((7, 7)));
+        assert_eq!(next_pair_in_run(&mut run), None);
+        let mut cut = pack_run([1, 2, 9]);
+        assert_eq!(next_pair_in_run(&mut cut), Some((1, 2)));
+        assert_eq!(next_pair_in_run(&mut cut), None, "half a pair is dropped");
+        assert_eq!(cut, u64::MAX);
+        let mut none = u64::MAX;
+        assert_eq!(next_pair_in_run(&mut none), None);
+        assert_eq!(whole_pairs(pack_run([1, 2, 9])), pack_run([1, 2]));
+        assert_eq!(whole_pairs(pack_run([4])), u64::MAX);
+        assert_eq!(whole_pairs(pack_run([1, 2, 3, 4])), pack_run([1, 2, 3, 4]));
+        assert_eq!(whole_pairs(u64::MAX), u64::MAX);
+    }
 
     #[test]
     fn a_run_packs_up_to_four_picks_and_ends_at_one_it_cannot_carry() {

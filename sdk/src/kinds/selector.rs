@@ -163,6 +163,36 @@ impl<T: Selector> SelectorRuntime<T> {
         crate::pack_run(picks[..n].iter().copied())
     }
 
+    /// `select-two-run` (built with the `two-choice-run-selector` feature): the plugin's
+    /// next two pairs of set `id`, drawn by [`Selector::select_two`] one after the other
+    /// (with hash key 0: such a selector's draws do not depend on it), packed as
+    /// [`crate::pack_run`] does, each pair's first then its second. A pair is packed
+    /// whole or not at all; all ones when it draws nothing.
+    pub fn select_two_run(&mut self, id: SetId) -> u64 {
+        let Some(set) = self.sets.get_mut(id as usize).and_then(|s| s.as_mut()) else {
+            return u64::MAX;
+        };
+        if set.members.is_empty() {
+            return u64::MAX;
+        }
+        let mut ids = [0; crate::RUN];
+        let mut n = 0;
+        while n < crate::RUN {
+            match self.plugin.select_two(set, 0) {
+                // An id a run cannot carry would cut the pair in half.
+                Some((first, second))
+                    if first < crate::RUN_ID_LIMIT && second < crate::RUN_ID_LIMIT =>
+                {
+                    ids[n] = first;
+                    ids[n + 1] = second;
+                }
+                _ => break,
+            }
+            n += 2;
+        }
+        crate::pack_run(ids[..n].iter().copied())
+    }
+
     /// `measure`.
     pub fn measure(&self) -> Option<LoadMeasure> {
         self.plugin.measure()
@@ -188,5 +218,59 @@ impl<T: Selector> SelectorRuntime<T> {
     /// The plugin itself (for assertions in tests).
     pub fn plugin(&self) -> &T {
         &self.plugin
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offers the pairs it was given, in turn, then none.
+    struct Script(Vec<(EndpointId, EndpointId)>);
+
+    impl Selector for Script {
+        type SetState = ();
+        fn new(_config: &Config) -> Result<Self, String> {
+            Ok(Script(Vec::new()))
+        }
+        fn prepare(&mut self, _table: &EndpointTable, _members: &[EndpointId]) {}
+        fn measure(&self) -> Option<LoadMeasure> {
+            Some(LoadMeasure::default())
+        }
+        fn select_two(
+            &mut self,
+            _set: &mut CandidateSet<()>,
+            hash_key: u64,
+        ) -> Option<(EndpointId, EndpointId)> {
+            assert_eq!(hash_key, 0, "a run's pairs are drawn without a call's key");
+            (!self.0.is_empty()).then(|| self.0.remove(0))
+        }
+    }
+
+    fn runtime(pairs: &[(EndpointId, EndpointId)]) -> SelectorRuntime<Script> {
+        let mut rt = SelectorRuntime::<Script>::new(&Config::default()).unwrap();
+        rt.define_set(0, vec![1, 2, 3]);
+        rt.plugin.0 = pairs.to_vec();
+        rt
+    }
+
+    fn unpacked(mut run: u64) -> Vec<EndpointId> {
+        std::iter::from_fn(|| crate::next_in_run(&mut run)).collect()
+    }
+
+    #[test]
+    fn a_run_of_pairs_is_two_draws_packed_whole() {
+        let mut rt = runtime(&[(1, 2), (3, 3), (2, 1)]);
+        assert_eq!(unpacked(rt.select_two_run(0)), [1, 2, 3, 3]);
+        // One pair left: a run of one.
+        assert_eq!(unpacked(rt.select_two_run(0)), [2, 1]);
+        assert_eq!(rt.select_two_run(0), u64::MAX, "no draw, no run");
+        // A pair a run cannot carry ends it before that pair, never inside it.
+        let mut rt = runtime(&[(1, 2), (3, 70_000)]);
+        assert_eq!(unpacked(rt.select_two_run(0)), [1, 2]);
+        // An unknown or empty set: no run.
+        assert_eq!(rt.select_two_run(9), u64::MAX);
+        rt.define_set(1, Vec::new());
+        assert_eq!(rt.select_two_run(1), u64::MAX);
     }
 }

@@ -28,9 +28,20 @@ world_bindings!(
 
 // The same kind offering two candidates for the kernel to compare (`measure`,
 // `select-two`).
-#[cfg(feature = "two-choice-selector")]
+#[cfg(all(
+    feature = "two-choice-selector",
+    not(feature = "two-choice-run-selector")
+))]
 world_bindings!(
     "axle:spi/two-choice-selector",
+    "__axle_export_selector",
+    "axle_sdk::wasm::selector::bindings"
+);
+
+// The same, answering two pairs at a time (`select-two-run`).
+#[cfg(feature = "two-choice-run-selector")]
+world_bindings!(
+    "axle:spi/two-choice-run-selector",
     "__axle_export_selector",
     "axle_sdk::wasm::selector::bindings"
 );
@@ -114,6 +125,11 @@ impl<S: Slot> bindings::Guest for S {
     #[cfg(feature = "two-choice-selector")]
     fn select_two(set: u32, hash_key: u64) -> u64 {
         S::with(|slot| slot.as_mut().map(|rt| rt.select_two(set, hash_key))).unwrap_or(u64::MAX)
+    }
+
+    #[cfg(feature = "two-choice-run-selector")]
+    fn select_two_run(set: u32) -> u64 {
+        S::with(|slot| slot.as_mut().map(|rt| rt.select_two_run(set))).unwrap_or(u64::MAX)
     }
 
     #[cfg(feature = "learning-selector")]

@@ -33,6 +33,7 @@ pub struct SelectorExports {
     world: wit_selector::Selector,
     select_two: Option<TypedFunc<(u32, u64), (u64,)>>,
     select_run: Option<TypedFunc<(u32,), (u64,)>>,
+    select_two_run: Option<TypedFunc<(u32,), (u64,)>>,
     /// Typed at each batch: its argument borrows the batch.
     feedback: Option<Func>,
 }
@@ -42,6 +43,7 @@ pub struct SelectorExports {
 pub struct OptionalExports {
     select_two: Option<ComponentExportIndex>,
     select_run: Option<ComponentExportIndex>,
+    select_two_run: Option<ComponentExportIndex>,
     feedback: Option<ComponentExportIndex>,
 }
 
@@ -53,6 +55,7 @@ impl crate::sandbox::Kind for SelectorKind {
         let optional = OptionalExports {
             select_two: pre.component().get_export_index(None, "select-two"),
             select_run: pre.component().get_export_index(None, "select-run"),
+            select_two_run: pre.component().get_export_index(None, "select-two-run"),
             feedback: pre.component().get_export_index(None, "feedback"),
         };
         Ok((wit_selector::SelectorPre::new(pre)?, optional))
@@ -75,6 +78,11 @@ impl crate::sandbox::Kind for SelectorKind {
             .as_ref()
             .map(|index| instance.get_typed_func(&mut *store, index))
             .transpose()?;
+        let select_two_run = optional
+            .select_two_run
+            .as_ref()
+            .map(|index| instance.get_typed_func(&mut *store, index))
+            .transpose()?;
         let feedback = match &optional.feedback {
             Some(index) => {
                 let func = instance
@@ -90,6 +98,7 @@ impl crate::sandbox::Kind for SelectorKind {
                 world,
                 select_two,
                 select_run,
+                select_two_run,
                 feedback,
             },
             instance,
@@ -344,6 +353,9 @@ pub struct SelectorPlugin {
     hears: bool,
     /// Set when the plugin answers runs of picks (`run-selector`'s `select-run`).
     runs: bool,
+    /// Set when a two-choice selector answers runs of pairs
+    /// (`two-choice-run-selector`'s `select-two-run`).
+    pairs: bool,
     /// Where a two-choice selector's sets find their members' facts.
     facts: Arc<FactsTable>,
     /// Sets already defined, by their members (as given), so the same candidates always
@@ -389,6 +401,8 @@ impl SelectorPlugin {
         let hears = first.prepared().pre.1.feedback.is_some();
         // A two-choice selector's picks read the facts: never made ahead.
         let runs = measure.is_none() && first.prepared().pre.1.select_run.is_some();
+        // Its pairs are compared when taken, by the facts of that moment.
+        let pairs = measure.is_some() && first.prepared().pre.1.select_two_run.is_some();
         let owner = first.pool_owner();
         let members = instances
             .into_iter()
@@ -396,6 +410,7 @@ impl SelectorPlugin {
             .collect();
         Ok(SelectorPlugin {
             runs,
+            pairs,
             ..SelectorPlugin::with_pool(Pool::new(members, owner), measure, hears, facts)
         })
     }
@@ -409,9 +424,11 @@ impl SelectorPlugin {
         let measure = twin.measure();
         let hears = twin.wants_feedback();
         let runs = measure.is_none() && twin.wants_runs();
+        let pairs = measure.is_some() && twin.wants_runs();
         let member = Member::new(Runner::Native(twin), owner.stats.clone());
         SelectorPlugin {
             runs,
+            pairs,
             ..SelectorPlugin::with_pool(Pool::new(vec![member], owner), measure, hears, facts)
         }
     }
@@ -428,6 +445,7 @@ impl SelectorPlugin {
             measure,
             hears,
             runs: false,
+            pairs: false,
             facts,
             interned: std::sync::Mutex::new(HashMap::new()),
             next_set: std::sync::atomic::AtomicU32::new(0),
@@ -442,6 +460,11 @@ impl SelectorPlugin {
     /// Whether the plugin answers runs of picks (it exports `select-run`).
     pub fn runs(&self) -> bool {
         self.runs
+    }
+
+    /// Whether the two-choice plugin answers runs of pairs (it exports `select-two-run`).
+    pub fn pairs(&self) -> bool {
+        self.pairs
     }
 
     /// Whether the plugin hears how picks ended (it exports `feedback`).
@@ -516,11 +539,11 @@ impl SelectorPlugin {
     /// empty, or no instance came free within the plugin's timeout (counted as busy): the
     /// caller then picks among its candidates itself.
     ///
-    /// A run-selector's picks come from the set's run while it lasts (`sets.rs`, [`Run`]):
-    /// the thread keeps the set it took from last, so such a pick takes neither the
-    /// plugin's lock nor a lookup.
+    /// A run-selector's picks, and a two-choice run-selector's pairs, come from the set's
+    /// run while it lasts (`sets.rs`, [`Run`]): the thread keeps the set it took from
+    /// last, so such a pick takes neither the plugin's lock nor a lookup.
     pub fn select(&self, id: u32, hash_key: u64) -> Option<Selection> {
-        if self.runs {
+        if self.runs || self.pairs {
             return self.select_from_run(id);
         }
         self.ask(id, hash_key)

@@ -5,8 +5,15 @@
 //! use back to the set ([`super::sets::Run`]), and the next ask of that set, from any
 //! thread, takes them before the plugin makes new ones: no pick is dropped, so a
 //! rotation's shares stay exact.
+//!
+//! A two-choice run-selector's pairs (WIT `two-choice-run-selector`) go the same way, two
+//! ids at a time: the kernel asks `select-two-run` for two pairs, and each pair is
+//! compared by the set's loads when it is taken, so a pick made ahead still goes to the
+//! lighter candidate of that moment. Only whole pairs are held and handed back.
 
 use std::sync::Arc;
+
+use axle_spi::LoadMeasure;
 
 use super::{random_pick, wire_id, Member, Runner, Selection, SelectorPlugin, SetMembers};
 use crate::stats::Fault;
@@ -33,18 +40,20 @@ thread_local! {
 }
 
 impl SelectorPlugin {
-    /// A run-selector's pick (see [`SelectorPlugin::select`]).
+    /// A run-selector's pick, or a two-choice run-selector's (see
+    /// [`SelectorPlugin::select`]).
     pub(super) fn select_from_run(&self, id: u32) -> Option<Selection> {
+        let two = self.measure.as_ref();
         let made_ahead = HELD.with_borrow_mut(|held| match held {
             Some(h) if h.selector == self.id && h.set == id && !h.members.run.is_closed() => {
-                axle_spi::next_in_run(&mut h.picks)
+                take(&mut h.picks, &h.members, two)
             }
             _ => None,
         });
         if let Some(endpoint) = made_ahead {
             return Some(by_plugin(endpoint));
         }
-        match self.pool.with(|member| member.select_run(id)) {
+        match self.pool.with(|member| member.select_run(id, two)) {
             Ok(Some((selection, members, picks))) => {
                 let run = Held {
                     selector: self.id,
@@ -64,12 +73,31 @@ impl SelectorPlugin {
     }
 }
 
+/// The next pick off `picks`: the next one, or with `two` (a two-choice selector's
+/// pairs), the lighter of the next pair by the set's loads now.
+fn take(picks: &mut u64, set: &SetMembers, two: Option<&LoadMeasure>) -> Option<u32> {
+    match two {
+        None => axle_spi::next_in_run(picks),
+        Some(measure) => {
+            let (first, second) = axle_spi::next_pair_in_run(picks)?;
+            Some(match &set.loads {
+                Some(loads) => loads.lighter(measure, first, second),
+                None => first,
+            })
+        }
+    }
+}
+
 impl Member {
-    /// Picks from set `id` for a run-selector: the first of the picks other threads
-    /// handed back, or of a new run, with the rest for the asking thread to hold. Each
-    /// pick of a new run is checked against the set; one outside it voids the run (a
-    /// fault).
-    fn select_run(&mut self, id: u32) -> Option<(Selection, Arc<SetMembers>, u64)> {
+    /// Picks from set `id` for a run-selector (or with `two`, a two-choice
+    /// run-selector): the first of the picks other threads handed back, or of a new run,
+    /// with the rest for the asking thread to hold. Each pick of a new run is checked
+    /// against the set; one outside it voids the run (a fault).
+    fn select_run(
+        &mut self,
+        id: u32,
+        two: Option<&LoadMeasure>,
+    ) -> Option<(Selection, Arc<SetMembers>, u64)> {
         const NONE: u64 = u64::MAX;
         let set = self
             .sets
@@ -77,12 +105,21 @@ impl Member {
             .filter(|set| !set.ids.is_empty())?
             .clone();
         if let Some(mut left) = set.run.take_left() {
-            if let Some(endpoint) = axle_spi::next_in_run(&mut left) {
+            if let Some(endpoint) = take(&mut left, &set, two) {
                 return Some((by_plugin(endpoint), set, left));
             }
         }
         let live = self.ensure();
-        let run = live.and_then(|()| self.runner.select_run(id));
+        let what = if two.is_some() {
+            "select-two-run"
+        } else {
+            "select-run"
+        };
+        let run = live.and_then(|()| match two {
+            None => self.runner.select_run(id),
+            // Held and handed back in whole pairs only, so pairs never mix.
+            Some(_) => self.runner.select_two_run(id).map(axle_spi::whole_pairs),
+        });
         let mut rest = match run {
             Ok(run) => run,
             Err(_) => return Some((random_pick(&set.ids), set, NONE)),
@@ -91,13 +128,13 @@ impl Member {
         while let Some(pick) = axle_spi::next_in_run(&mut picks) {
             if !set.members.contains(pick) {
                 let fault = Fault::Invalid(format!("endpoint {pick} is not in set {id}"));
-                self.runner.fault(&self.stats, "select-run", &fault);
+                self.runner.fault(&self.stats, what, &fault);
                 return Some((random_pick(&set.ids), set, NONE));
             }
         }
-        let Some(endpoint) = axle_spi::next_in_run(&mut rest) else {
-            // No run: one pick, as a plain selector is asked.
-            let selection = self.select(id, 0, None)?;
+        let Some(endpoint) = take(&mut rest, &set, two) else {
+            // No run: one pick, as a plain selector (or a plain two-choice one) is asked.
+            let selection = self.select(id, 0, two)?;
             return Some((selection, set, NONE));
         };
         Some((by_plugin(endpoint), set, rest))
@@ -122,6 +159,18 @@ impl Runner {
                 )),
             }),
             Runner::Native(twin) => Ok(twin.select_run(wire_id(id))),
+        }
+    }
+
+    fn select_two_run(&mut self, id: u32) -> Result<u64, Fault> {
+        match self {
+            Runner::Wasm(inst) => inst.call("select-two-run", |b, s| match &b.select_two_run {
+                Some(f) => f.call(s, (wire_id(id),)).map(|(run,)| run),
+                None => Err(wasmtime::format_err!(
+                    "the component exports no `select-two-run`"
+                )),
+            }),
+            Runner::Native(twin) => Ok(twin.select_two_run(wire_id(id))),
         }
     }
 }
@@ -308,6 +357,158 @@ mod tests {
     #[test]
     fn a_run_naming_an_endpoint_outside_the_set_is_void_and_counted() {
         let (p, _) = rotation(true);
+        let set = p.intern_set(&[1, 2]);
+        for _ in 0..4 {
+            let pick = p.select(set, 0).expect("the kernel's random pick");
+            assert!(!pick.by_plugin);
+            assert!([1, 2].contains(&pick.endpoint));
+        }
+        assert_eq!(p.counters().stats.invalid, 4);
+    }
+
+    /// A two-choice selector drawing pairs in a fixed cycle over each set's members:
+    /// (m0, m1), (m1, m2), (m2, m0), ...; the kernel keeps the one with fewer calls in
+    /// flight. `stray`: its runs name an endpoint outside the set; `none`: it answers no
+    /// runs.
+    struct Pairs {
+        sets: HashMap<u32, (Vec<u32>, usize)>,
+        asked: Arc<Mutex<Vec<&'static str>>>,
+        stray: bool,
+        none: bool,
+    }
+
+    impl Pairs {
+        fn pair(&mut self, id: u32) -> Option<(u32, u32)> {
+            let (members, next) = self.sets.get_mut(&id)?;
+            let n = members.len();
+            let pair = (members[*next % n], members[(*next + 1) % n]);
+            *next += 1;
+            Some(pair)
+        }
+    }
+
+    impl NativeSelector for Pairs {
+        fn endpoints_changed(&mut self, _table: axle_spi::EndpointTable) {}
+        fn define_set(&mut self, id: u32, members: Vec<u32>) {
+            self.sets.insert(id, (members, 0));
+        }
+        fn select(&mut self, _id: u32, _hash_key: u64) -> Option<u32> {
+            self.asked.lock().unwrap().push("select");
+            None
+        }
+        fn measure(&self) -> Option<LoadMeasure> {
+            Some(LoadMeasure {
+                per_weight: false,
+                latency: false,
+                default_latency_ns: 0,
+            })
+        }
+        fn wants_runs(&self) -> bool {
+            true
+        }
+        fn select_two(&mut self, id: u32, _hash_key: u64) -> u64 {
+            self.asked.lock().unwrap().push("select-two");
+            self.pair(id)
+                .map_or(u64::MAX, |(a, b)| axle_spi::pack_pair(a, b))
+        }
+        fn select_two_run(&mut self, id: u32) -> u64 {
+            self.asked.lock().unwrap().push("select-two-run");
+            if self.none {
+                return u64::MAX;
+            }
+            if self.stray {
+                return axle_spi::pack_run([1, 99]);
+            }
+            let (a, b) = self.pair(id).expect("a defined set");
+            let (c, d) = self.pair(id).expect("a defined set");
+            axle_spi::pack_run([a, b, c, d])
+        }
+    }
+
+    /// What the plugin was asked, in order.
+    type Asked = Arc<Mutex<Vec<&'static str>>>;
+
+    /// The plugin, the facts it is compared by (endpoints 1 to 3), and what it was asked.
+    fn pairs(
+        stray: bool,
+        none: bool,
+    ) -> (SelectorPlugin, Vec<Arc<axle_facts::EndpointCell>>, Asked) {
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let twin = Pairs {
+            sets: HashMap::new(),
+            asked: asked.clone(),
+            stray,
+            none,
+        };
+        let facts = axle_facts::FactsTable::new();
+        let cells = (1..=3).map(|id| facts.register(id, 100)).collect();
+        let owner = crate::pool::Owner::named("pairs");
+        let plugin = SelectorPlugin::native(Box::new(twin), owner, facts);
+        (plugin, cells, asked)
+    }
+
+    fn busy(cell: &axle_facts::EndpointCell, calls: usize) {
+        (0..calls).for_each(|_| cell.started());
+    }
+
+    #[test]
+    fn pairs_made_ahead_are_compared_by_the_loads_when_they_are_taken() {
+        let (p, cells, asked) = pairs(false, false);
+        assert!(p.pairs() && !p.runs());
+        let set = p.intern_set(&[1, 2, 3]);
+        busy(&cells[0], 5);
+        // The run: (1, 2) and (2, 3). Endpoint 1 is busy: 2.
+        assert_eq!(picks(&p, set, 1), [2]);
+        // Endpoint 2 turns busier before the second pair is taken: 3, not 2.
+        busy(&cells[1], 10);
+        assert_eq!(picks(&p, set, 1), [3]);
+        assert_eq!(
+            std::mem::take(&mut *asked.lock().unwrap()),
+            ["select-two-run"],
+            "two picks, one call"
+        );
+        // The next run: (3, 1), then (1, 2), by the loads of now (1: 5, 2: 10, 3: 0).
+        assert_eq!(picks(&p, set, 2), [3, 1]);
+        assert_eq!(*asked.lock().unwrap(), ["select-two-run"]);
+        // The call itself (`axle bench plugins`): one pair, compared at once.
+        asked.lock().unwrap().clear();
+        assert_eq!(p.ask(set, 7).map(|s| s.endpoint), Some(3)); // (2, 3): 2 is busy
+        assert_eq!(*asked.lock().unwrap(), ["select-two"]);
+    }
+
+    #[test]
+    fn a_pair_left_by_a_thread_is_taken_whole_by_the_next() {
+        let (p, cells, asked) = pairs(false, false);
+        let (a, b) = (p.intern_set(&[1, 2, 3]), p.intern_set(&[2, 3]));
+        // Another thread takes the first pair, (1, 2), and ends holding (2, 3): handed
+        // back to the set whole.
+        let other = std::thread::scope(|s| s.spawn(|| picks(&p, a, 1)).join().unwrap());
+        assert_eq!(other, [1]);
+        busy(&cells[1], 3);
+        // This thread's pick of the set is that pair, compared now: 3.
+        assert_eq!(picks(&p, a, 1), [3]);
+        assert_eq!(*asked.lock().unwrap(), ["select-two-run"]);
+        // Moving to set b and back hands nothing back (none was held) and asks again.
+        assert_eq!(picks(&p, b, 1), [3]); // (2, 3)
+        assert_eq!(picks(&p, a, 1), [3]); // (3, 1): both idle, the first
+        assert_eq!(
+            *asked.lock().unwrap(),
+            ["select-two-run", "select-two-run", "select-two-run"]
+        );
+    }
+
+    #[test]
+    fn a_two_choice_selector_without_runs_is_asked_for_a_pair() {
+        let (p, cells, asked) = pairs(false, true);
+        let set = p.intern_set(&[1, 2, 3]);
+        busy(&cells[0], 1);
+        assert_eq!(picks(&p, set, 1), [2]); // (1, 2) by `select-two`
+        assert_eq!(*asked.lock().unwrap(), ["select-two-run", "select-two"]);
+    }
+
+    #[test]
+    fn a_run_of_pairs_naming_an_endpoint_outside_the_set_is_void_and_counted() {
+        let (p, _, _) = pairs(true, false);
         let set = p.intern_set(&[1, 2]);
         for _ in 0..4 {
             let pick = p.select(set, 0).expect("the kernel's random pick");
