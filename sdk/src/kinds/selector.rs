@@ -133,10 +133,7 @@ impl<T: Selector> SelectorRuntime<T> {
 
     /// `select`: picks from a defined, non-empty set.
     pub fn select(&mut self, id: SetId, hash_key: u64) -> Option<EndpointId> {
-        let set = self.sets.get_mut(id as usize)?.as_mut()?;
-        if set.members.is_empty() {
-            return None;
-        }
+        let set = pickable(&mut self.sets, id)?;
         self.plugin.select(set, hash_key)
     }
 
@@ -145,12 +142,9 @@ impl<T: Selector> SelectorRuntime<T> {
     /// (with hash key 0: a run-selector's picks do not depend on it), packed as
     /// [`crate::pack_run`] does. All ones when it picks nothing.
     pub fn select_run(&mut self, id: SetId) -> u64 {
-        let Some(set) = self.sets.get_mut(id as usize).and_then(|s| s.as_mut()) else {
+        let Some(set) = pickable(&mut self.sets, id) else {
             return u64::MAX;
         };
-        if set.members.is_empty() {
-            return u64::MAX;
-        }
         let mut picks = [0; crate::RUN];
         let mut n = 0;
         while n < crate::RUN {
@@ -169,12 +163,9 @@ impl<T: Selector> SelectorRuntime<T> {
     /// [`crate::pack_run`] does, each pair's first then its second. A pair is packed
     /// whole or not at all; all ones when it draws nothing.
     pub fn select_two_run(&mut self, id: SetId) -> u64 {
-        let Some(set) = self.sets.get_mut(id as usize).and_then(|s| s.as_mut()) else {
+        let Some(set) = pickable(&mut self.sets, id) else {
             return u64::MAX;
         };
-        if set.members.is_empty() {
-            return u64::MAX;
-        }
         let mut ids = [0; crate::RUN];
         let mut n = 0;
         while n < crate::RUN {
@@ -201,12 +192,8 @@ impl<T: Selector> SelectorRuntime<T> {
     /// `select-two`: the pair packed as the component returns it ([`crate::pack_pair`];
     /// all ones for none).
     pub fn select_two(&mut self, id: SetId, hash_key: u64) -> u64 {
-        let pair = self
-            .sets
-            .get_mut(id as usize)
-            .and_then(|set| set.as_mut())
-            .filter(|set| !set.members.is_empty())
-            .and_then(|set| self.plugin.select_two(set, hash_key));
+        let pair =
+            pickable(&mut self.sets, id).and_then(|set| self.plugin.select_two(set, hash_key));
         pair.map_or(u64::MAX, |(first, second)| crate::pack_pair(first, second))
     }
 
@@ -219,6 +206,13 @@ impl<T: Selector> SelectorRuntime<T> {
     pub fn plugin(&self) -> &T {
         &self.plugin
     }
+}
+
+/// Set `id` when it is defined and has members: what a pick is made from.
+fn pickable<S>(sets: &mut [Option<CandidateSet<S>>], id: SetId) -> Option<&mut CandidateSet<S>> {
+    sets.get_mut(id as usize)?
+        .as_mut()
+        .filter(|set| !set.members.is_empty())
 }
 
 #[cfg(test)]

@@ -6,113 +6,20 @@ use std::collections::HashMap;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-use axle_facts::FactsTable;
-use axle_spi::{LoadMeasure, Pair, NO_PICK};
-use wasmtime::component::{ComponentExportIndex, Func, InstancePre, TypedFunc};
-use wasmtime::Store;
-
-use crate::bindings::selector as wit_selector;
 use crate::bindings::two_choice_selector::axle::spi::balancing as wit_balancing;
 use crate::bindings::wit;
-use crate::host_state::HostState;
 use crate::native::NativeSelector;
 use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
+use axle_facts::FactsTable;
+use axle_spi::{LoadMeasure, Pair, NO_PICK};
 
+mod exports;
 mod runs;
 mod sets;
+pub use exports::SelectorKind;
 use sets::{Membership, Run, SetLoads, SetMembers};
-
-/// Marker for the selector world (and its extension, `two-choice-selector`).
-pub struct SelectorKind;
-
-/// A selector instance's typed exports: its world's, and `select-two` and `feedback` when
-/// the component has them (resolved once per instance, not per pick).
-pub struct SelectorExports {
-    world: wit_selector::Selector,
-    select_two: Option<TypedFunc<(u32, u64), (u64,)>>,
-    select_run: Option<TypedFunc<(u32,), (u64,)>>,
-    select_two_run: Option<TypedFunc<(u32,), (u64,)>>,
-    /// Typed at each batch: its argument borrows the batch.
-    feedback: Option<Func>,
-}
-
-/// Where a selector's optional exports are, found once per component.
-#[derive(Clone)]
-pub struct OptionalExports {
-    select_two: Option<ComponentExportIndex>,
-    select_run: Option<ComponentExportIndex>,
-    select_two_run: Option<ComponentExportIndex>,
-    feedback: Option<ComponentExportIndex>,
-}
-
-impl crate::sandbox::Kind for SelectorKind {
-    type Pre = (wit_selector::SelectorPre<HostState>, OptionalExports);
-    type Bindings = SelectorExports;
-
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
-        let optional = OptionalExports {
-            select_two: pre.component().get_export_index(None, "select-two"),
-            select_run: pre.component().get_export_index(None, "select-run"),
-            select_two_run: pre.component().get_export_index(None, "select-two-run"),
-            feedback: pre.component().get_export_index(None, "feedback"),
-        };
-        Ok((wit_selector::SelectorPre::new(pre)?, optional))
-    }
-
-    fn instantiate(
-        (pre, optional): &Self::Pre,
-        store: &mut Store<HostState>,
-    ) -> wasmtime::Result<(Self::Bindings, wasmtime::component::Instance)> {
-        let instance = pre.instance_pre().instantiate(&mut *store)?;
-        let world = wit_selector::Selector::new(&mut *store, &instance)?;
-        // An export of another type is refused here, so the component does not load.
-        let select_two = optional
-            .select_two
-            .as_ref()
-            .map(|index| instance.get_typed_func(&mut *store, index))
-            .transpose()?;
-        let select_run = optional
-            .select_run
-            .as_ref()
-            .map(|index| instance.get_typed_func(&mut *store, index))
-            .transpose()?;
-        let select_two_run = optional
-            .select_two_run
-            .as_ref()
-            .map(|index| instance.get_typed_func(&mut *store, index))
-            .transpose()?;
-        let feedback = match &optional.feedback {
-            Some(index) => {
-                let func = instance
-                    .get_func(&mut *store, index)
-                    .ok_or_else(|| wasmtime::format_err!("`feedback` is not a function"))?;
-                func.typed::<(&[wit::Outcome],), ()>(&*store)?;
-                Some(func)
-            }
-            None => None,
-        };
-        Ok((
-            SelectorExports {
-                world,
-                select_two,
-                select_run,
-                select_two_run,
-                feedback,
-            },
-            instance,
-        ))
-    }
-
-    fn init(
-        bindings: &Self::Bindings,
-        store: &mut Store<HostState>,
-        config: &Vec<(String, wit::ConfigValue)>,
-    ) -> wasmtime::Result<Result<(), String>> {
-        bindings.world.call_init(store, config)
-    }
-}
 
 /// Outcomes are fed back in batches of this many (`docs/architecture.md`, "Budgets on the hot path").
 pub const FEEDBACK_BATCH: usize = 64;

@@ -110,15 +110,14 @@ impl Member {
             }
         }
         let live = self.ensure();
-        let what = if two.is_some() {
-            "select-two-run"
-        } else {
-            "select-run"
-        };
-        let run = live.and_then(|()| match two {
-            None => self.runner.select_run(id),
+        let pairs = two.is_some();
+        let run = live.and_then(|()| self.runner.run(id, pairs)).map(|run| {
             // Held and handed back in whole pairs only, so pairs never mix.
-            Some(_) => self.runner.select_two_run(id).map(axle_spi::whole_pairs),
+            if pairs {
+                axle_spi::whole_pairs(run)
+            } else {
+                run
+            }
         });
         let mut rest = match run {
             Ok(run) => run,
@@ -128,7 +127,7 @@ impl Member {
         while let Some(pick) = axle_spi::next_in_run(&mut picks) {
             if !set.members.contains(pick) {
                 let fault = Fault::Invalid(format!("endpoint {pick} is not in set {id}"));
-                self.runner.fault(&self.stats, what, &fault);
+                self.runner.fault(&self.stats, run_export(pairs), &fault);
                 return Some((random_pick(&set.ids), set, NONE));
             }
         }
@@ -150,28 +149,33 @@ fn by_plugin(endpoint: u32) -> Selection {
 }
 
 impl Runner {
-    fn select_run(&mut self, id: u32) -> Result<u64, Fault> {
+    /// `select-run`, or with `pairs` `select-two-run`: a packed run.
+    fn run(&mut self, id: u32, pairs: bool) -> Result<u64, Fault> {
+        let what = run_export(pairs);
         match self {
-            Runner::Wasm(inst) => inst.call("select-run", |b, s| match &b.select_run {
-                Some(f) => f.call(s, (wire_id(id),)).map(|(run,)| run),
-                None => Err(wasmtime::format_err!(
-                    "the component exports no `select-run`"
-                )),
+            Runner::Wasm(inst) => inst.call(what, |b, s| {
+                let export = if pairs {
+                    &b.select_two_run
+                } else {
+                    &b.select_run
+                };
+                match export {
+                    Some(f) => f.call(s, (wire_id(id),)).map(|(run,)| run),
+                    None => Err(wasmtime::format_err!("the component exports no `{what}`")),
+                }
             }),
+            Runner::Native(twin) if pairs => Ok(twin.select_two_run(wire_id(id))),
             Runner::Native(twin) => Ok(twin.select_run(wire_id(id))),
         }
     }
+}
 
-    fn select_two_run(&mut self, id: u32) -> Result<u64, Fault> {
-        match self {
-            Runner::Wasm(inst) => inst.call("select-two-run", |b, s| match &b.select_two_run {
-                Some(f) => f.call(s, (wire_id(id),)).map(|(run,)| run),
-                None => Err(wasmtime::format_err!(
-                    "the component exports no `select-two-run`"
-                )),
-            }),
-            Runner::Native(twin) => Ok(twin.select_two_run(wire_id(id))),
-        }
+/// The export a run comes from.
+fn run_export(pairs: bool) -> &'static str {
+    if pairs {
+        "select-two-run"
+    } else {
+        "select-run"
     }
 }
 
@@ -182,55 +186,115 @@ mod tests {
     use std::collections::HashMap;
     use std::sync::Mutex;
 
-    /// A rotation over each set's members that counts what it was asked, or (`stray`)
-    /// one whose runs name an endpoint outside the set.
-    struct Rotation {
+    /// What the plugin was asked, in order.
+    type Asked = Arc<Mutex<Vec<&'static str>>>;
+
+    /// A rotation over each set's members, or (`pairs`) a two-choice selector drawing
+    /// pairs in a cycle over them, (m0, m1), (m1, m2), (m2, m0), ..., the kernel keeping
+    /// the one with fewer calls in flight. It counts what it was asked. `stray`: its runs
+    /// name an endpoint outside the set; `none`: it answers no runs.
+    struct Cycle {
         sets: HashMap<u32, (Vec<u32>, usize)>,
-        asked: Arc<Mutex<Vec<&'static str>>>,
+        asked: Asked,
+        pairs: bool,
         stray: bool,
+        none: bool,
     }
 
-    impl Rotation {
+    impl Cycle {
         fn pick(&mut self, id: u32) -> Option<u32> {
+            self.pair(id).map(|(first, _)| first)
+        }
+
+        fn pair(&mut self, id: u32) -> Option<(u32, u32)> {
             let (members, next) = self.sets.get_mut(&id)?;
-            let pick = members[*next % members.len()];
+            let n = members.len();
+            let pair = (members[*next % n], members[(*next + 1) % n]);
             *next += 1;
-            Some(pick)
+            Some(pair)
+        }
+
+        fn asked(&self, what: &'static str) {
+            self.asked.lock().unwrap().push(what);
         }
     }
 
-    impl NativeSelector for Rotation {
+    impl NativeSelector for Cycle {
         fn endpoints_changed(&mut self, _table: axle_spi::EndpointTable) {}
         fn define_set(&mut self, id: u32, members: Vec<u32>) {
             self.sets.insert(id, (members, 0));
         }
         fn select(&mut self, id: u32, _hash_key: u64) -> Option<u32> {
-            self.asked.lock().unwrap().push("select");
-            self.pick(id)
+            self.asked("select");
+            self.pick(id).filter(|_| !self.pairs)
+        }
+        fn measure(&self) -> Option<LoadMeasure> {
+            self.pairs.then_some(LoadMeasure {
+                per_weight: false,
+                latency: false,
+                default_latency_ns: 0,
+            })
         }
         fn wants_runs(&self) -> bool {
             true
         }
         fn select_run(&mut self, id: u32) -> u64 {
-            self.asked.lock().unwrap().push("select-run");
+            self.asked("select-run");
             if self.stray {
                 return axle_spi::pack_run([99]);
             }
             let picks: Vec<u32> = (0..axle_spi::RUN).filter_map(|_| self.pick(id)).collect();
             axle_spi::pack_run(picks)
         }
+        fn select_two(&mut self, id: u32, _hash_key: u64) -> u64 {
+            self.asked("select-two");
+            self.pair(id)
+                .map_or(u64::MAX, |(a, b)| axle_spi::pack_pair(a, b))
+        }
+        fn select_two_run(&mut self, id: u32) -> u64 {
+            self.asked("select-two-run");
+            if self.none {
+                return u64::MAX;
+            }
+            if self.stray {
+                return axle_spi::pack_run([1, 99]);
+            }
+            let (a, b) = self.pair(id).expect("a defined set");
+            let (c, d) = self.pair(id).expect("a defined set");
+            axle_spi::pack_run([a, b, c, d])
+        }
     }
 
-    fn rotation(stray: bool) -> (SelectorPlugin, Arc<Mutex<Vec<&'static str>>>) {
-        let asked = Arc::new(Mutex::new(Vec::new()));
-        let twin = Rotation {
+    /// The plugin, the facts a two-choice one is compared by (endpoints 1 to 3), and what
+    /// it was asked.
+    fn cycle(
+        pairs: bool,
+        stray: bool,
+        none: bool,
+    ) -> (SelectorPlugin, Vec<Arc<axle_facts::EndpointCell>>, Asked) {
+        let asked = Asked::default();
+        let twin = Cycle {
             sets: HashMap::new(),
             asked: asked.clone(),
+            pairs,
             stray,
+            none,
         };
-        let owner = crate::pool::Owner::named("rotation");
-        let plugin = SelectorPlugin::native(Box::new(twin), owner, axle_facts::FactsTable::new());
+        let facts = axle_facts::FactsTable::new();
+        let cells = (1..=3).map(|id| facts.register(id, 100)).collect();
+        let owner = crate::pool::Owner::named("cycle");
+        let plugin = SelectorPlugin::native(Box::new(twin), owner, facts);
+        (plugin, cells, asked)
+    }
+
+    fn rotation() -> (SelectorPlugin, Asked) {
+        let (plugin, _, asked) = cycle(false, false, false);
         (plugin, asked)
+    }
+
+    /// A two-choice selector answering runs of pairs (`none`: answering none).
+    fn pairs(none: bool) -> (SelectorPlugin, Vec<Arc<axle_facts::EndpointCell>>, Asked) {
+        cycle(true, false, none)
     }
 
     fn picks(p: &SelectorPlugin, set: u32, n: usize) -> Vec<u32> {
@@ -241,7 +305,7 @@ mod tests {
 
     #[test]
     fn a_run_serves_the_next_picks_in_the_plugins_order_with_one_call() {
-        let (p, asked) = rotation(false);
+        let (p, asked) = rotation();
         assert!(p.runs());
         let (a, b) = (p.intern_set(&[10, 11, 12]), p.intern_set(&[20, 21]));
         assert_eq!(picks(&p, a, 5), [10, 11, 12, 10, 11]);
@@ -280,7 +344,7 @@ mod tests {
     /// the rotation's shares stay exact.
     #[test]
     fn threads_moving_between_sets_serve_every_pick_the_plugin_made_once() {
-        let (p, asked) = rotation(false);
+        let (p, asked) = rotation();
         let (a, b) = (p.intern_set(&[1, 2, 3]), p.intern_set(&[4, 5]));
         let served: Vec<Vec<u32>> = std::thread::scope(|s| {
             let workers: Vec<_> = (0..4usize)
@@ -341,7 +405,7 @@ mod tests {
 
     #[test]
     fn a_redefined_or_forgotten_set_takes_its_picks_made_ahead_with_it() {
-        let (p, asked) = rotation(false);
+        let (p, asked) = rotation();
         p.define_set(0, vec![1, 2, 3]);
         assert_eq!(picks(&p, 0, 1), [1]);
         // The same id, other members: what the old run still held is not served.
@@ -356,95 +420,17 @@ mod tests {
 
     #[test]
     fn a_run_naming_an_endpoint_outside_the_set_is_void_and_counted() {
-        let (p, _) = rotation(true);
-        let set = p.intern_set(&[1, 2]);
-        for _ in 0..4 {
-            let pick = p.select(set, 0).expect("the kernel's random pick");
-            assert!(!pick.by_plugin);
-            assert!([1, 2].contains(&pick.endpoint));
-        }
-        assert_eq!(p.counters().stats.invalid, 4);
-    }
-
-    /// A two-choice selector drawing pairs in a fixed cycle over each set's members:
-    /// (m0, m1), (m1, m2), (m2, m0), ...; the kernel keeps the one with fewer calls in
-    /// flight. `stray`: its runs name an endpoint outside the set; `none`: it answers no
-    /// runs.
-    struct Pairs {
-        sets: HashMap<u32, (Vec<u32>, usize)>,
-        asked: Arc<Mutex<Vec<&'static str>>>,
-        stray: bool,
-        none: bool,
-    }
-
-    impl Pairs {
-        fn pair(&mut self, id: u32) -> Option<(u32, u32)> {
-            let (members, next) = self.sets.get_mut(&id)?;
-            let n = members.len();
-            let pair = (members[*next % n], members[(*next + 1) % n]);
-            *next += 1;
-            Some(pair)
-        }
-    }
-
-    impl NativeSelector for Pairs {
-        fn endpoints_changed(&mut self, _table: axle_spi::EndpointTable) {}
-        fn define_set(&mut self, id: u32, members: Vec<u32>) {
-            self.sets.insert(id, (members, 0));
-        }
-        fn select(&mut self, _id: u32, _hash_key: u64) -> Option<u32> {
-            self.asked.lock().unwrap().push("select");
-            None
-        }
-        fn measure(&self) -> Option<LoadMeasure> {
-            Some(LoadMeasure {
-                per_weight: false,
-                latency: false,
-                default_latency_ns: 0,
-            })
-        }
-        fn wants_runs(&self) -> bool {
-            true
-        }
-        fn select_two(&mut self, id: u32, _hash_key: u64) -> u64 {
-            self.asked.lock().unwrap().push("select-two");
-            self.pair(id)
-                .map_or(u64::MAX, |(a, b)| axle_spi::pack_pair(a, b))
-        }
-        fn select_two_run(&mut self, id: u32) -> u64 {
-            self.asked.lock().unwrap().push("select-two-run");
-            if self.none {
-                return u64::MAX;
+        // A run of picks, and a run of pairs.
+        for pairs in [false, true] {
+            let (p, _, _) = cycle(pairs, true, false);
+            let set = p.intern_set(&[1, 2]);
+            for _ in 0..4 {
+                let pick = p.select(set, 0).expect("the kernel's random pick");
+                assert!(!pick.by_plugin);
+                assert!([1, 2].contains(&pick.endpoint));
             }
-            if self.stray {
-                return axle_spi::pack_run([1, 99]);
-            }
-            let (a, b) = self.pair(id).expect("a defined set");
-            let (c, d) = self.pair(id).expect("a defined set");
-            axle_spi::pack_run([a, b, c, d])
+            assert_eq!(p.counters().stats.invalid, 4, "pairs: {pairs}");
         }
-    }
-
-    /// What the plugin was asked, in order.
-    type Asked = Arc<Mutex<Vec<&'static str>>>;
-
-    /// The plugin, the facts it is compared by (endpoints 1 to 3), and what it was asked.
-    fn pairs(
-        stray: bool,
-        none: bool,
-    ) -> (SelectorPlugin, Vec<Arc<axle_facts::EndpointCell>>, Asked) {
-        let asked = Arc::new(Mutex::new(Vec::new()));
-        let twin = Pairs {
-            sets: HashMap::new(),
-            asked: asked.clone(),
-            stray,
-            none,
-        };
-        let facts = axle_facts::FactsTable::new();
-        let cells = (1..=3).map(|id| facts.register(id, 100)).collect();
-        let owner = crate::pool::Owner::named("pairs");
-        let plugin = SelectorPlugin::native(Box::new(twin), owner, facts);
-        (plugin, cells, asked)
     }
 
     fn busy(cell: &axle_facts::EndpointCell, calls: usize) {
@@ -453,7 +439,7 @@ mod tests {
 
     #[test]
     fn pairs_made_ahead_are_compared_by_the_loads_when_they_are_taken() {
-        let (p, cells, asked) = pairs(false, false);
+        let (p, cells, asked) = pairs(false);
         assert!(p.pairs() && !p.runs());
         let set = p.intern_set(&[1, 2, 3]);
         busy(&cells[0], 5);
@@ -478,7 +464,7 @@ mod tests {
 
     #[test]
     fn a_pair_left_by_a_thread_is_taken_whole_by_the_next() {
-        let (p, cells, asked) = pairs(false, false);
+        let (p, cells, asked) = pairs(false);
         let (a, b) = (p.intern_set(&[1, 2, 3]), p.intern_set(&[2, 3]));
         // Another thread takes the first pair, (1, 2), and ends holding (2, 3): handed
         // back to the set whole.
@@ -488,7 +474,7 @@ mod tests {
         // This thread's pick of the set is that pair, compared now: 3.
         assert_eq!(picks(&p, a, 1), [3]);
         assert_eq!(*asked.lock().unwrap(), ["select-two-run"]);
-        // Moving to set b and back hands nothing back (none was held) and asks again.
+        // Set b has runs of its own; back to set a, nothing of it was held: asked again.
         assert_eq!(picks(&p, b, 1), [3]); // (2, 3)
         assert_eq!(picks(&p, a, 1), [3]); // (3, 1): both idle, the first
         assert_eq!(
@@ -499,22 +485,10 @@ mod tests {
 
     #[test]
     fn a_two_choice_selector_without_runs_is_asked_for_a_pair() {
-        let (p, cells, asked) = pairs(false, true);
+        let (p, cells, asked) = pairs(true);
         let set = p.intern_set(&[1, 2, 3]);
         busy(&cells[0], 1);
         assert_eq!(picks(&p, set, 1), [2]); // (1, 2) by `select-two`
         assert_eq!(*asked.lock().unwrap(), ["select-two-run", "select-two"]);
-    }
-
-    #[test]
-    fn a_run_of_pairs_naming_an_endpoint_outside_the_set_is_void_and_counted() {
-        let (p, _, _) = pairs(true, false);
-        let set = p.intern_set(&[1, 2]);
-        for _ in 0..4 {
-            let pick = p.select(set, 0).expect("the kernel's random pick");
-            assert!(!pick.by_plugin);
-            assert!([1, 2].contains(&pick.endpoint));
-        }
-        assert_eq!(p.counters().stats.invalid, 4);
     }
 }
