@@ -6,14 +6,15 @@ use std::collections::HashMap;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
+use axle_facts::FactsTable;
+use axle_spi::{LoadMeasure, Pair, NO_PICK};
+
 use crate::bindings::two_choice_selector::axle::spi::balancing as wit_balancing;
 use crate::bindings::wit;
 use crate::native::NativeSelector;
 use crate::pool::Pool;
 use crate::sandbox::Instance;
 use crate::stats::Fault;
-use axle_facts::FactsTable;
-use axle_spi::{LoadMeasure, Pair, NO_PICK};
 
 mod exports;
 mod runs;
