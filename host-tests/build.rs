@@ -13,6 +13,9 @@ const FIXTURES: &[(&str, &str)] = &[
     ("axle-fixture-trap", "selector"),
     ("axle-fixture-non-candidate", "selector"),
     ("axle-fixture-two-choice", "two-choice-selector"),
+    // Its own group: built with the one above, cargo's feature unification would give
+    // both the `two-choice-run-selector` world.
+    ("axle-fixture-two-choice-runs", "two-choice-run-selector"),
     ("axle-fixture-learning", "learning-selector"),
     ("axle-fixture-hostile", "selector"),
     ("axle-fixture-hostile-limiter", "limiter"),

@@ -2,9 +2,11 @@
 //! candidates, the kernel keeps the lighter by the plugin's declared measure, from the
 //! facts it keeps. Through the real host with a fixture whose pairs are fixed, so each
 //! comparison is known; a faulty pair is a counted fault answered by the safe default;
-//! and the shipped least-loaded selectors, and the C example of the world
+//! and the shipped least-loaded selectors (which answer runs of pairs, the
+//! `two-choice-run-selector` world), and the C example of the plain world
 //! (`plugins/examples/c/least-active`), on the real request path, against real providers,
-//! keeping calls off a slow one.
+//! keeping calls off a slow one. A fixture that traps, asked for pairs one at a time or
+//! in runs, costs no call.
 
 use axle::client::{CallOptions, Client};
 use axle::manifest::{ComponentSource, EndpointSpec, PluginKind, PluginSpec};
@@ -204,45 +206,67 @@ fn a_two_choice_selector_that_traps_on_the_request_path_costs_no_call() {
     let runtime = rt();
     let _in = runtime.enter();
     let t = TestHost::new();
-    let mut m = axle::manifest::Manifest::embedded().unwrap();
-    m.endpoints.clear();
-    let mut config = toml::Table::new();
-    config.insert("mode".into(), toml::Value::String("trap".into()));
-    m.plugins.insert(
-        "two".into(),
-        PluginSpec {
-            timeout_ms: 1000,
-            config,
-            ..PluginSpec::new(
+    // Asked for one pair a pick, and for runs of pairs (`select-two-run`, whose draws
+    // trap the same way).
+    for (fixture, runs) in [
+        ("axle_fixture_two_choice", false),
+        ("axle_fixture_two_choice_runs", true),
+    ] {
+        let mut m = axle::manifest::Manifest::embedded().unwrap();
+        m.endpoints.clear();
+        let mut config = toml::Table::new();
+        config.insert("mode".into(), toml::Value::String("trap".into()));
+        m.plugins.insert(
+            "two".into(),
+            PluginSpec {
+                timeout_ms: 1000,
+                config,
+                ..PluginSpec::new(
+                    "two",
+                    PluginKind::Selector,
+                    ComponentSource::File(built_component(fixture)),
+                )
+            },
+        );
+        m.services.entry("echo".into()).or_default().selector = Some("two".into());
+        let endpoints = servers.iter().map(|s| EndpointSpec::new(&s.addr));
+        let client = Client::new(
+            &t.host,
+            axle::client::ClientConfig::new(m).endpoints("echo", endpoints),
+        )
+        .unwrap();
+        let before: Vec<u64> = servers.iter().map(|s| calls_at(&client, &s.addr)).collect();
+        // Every pick traps (calls carry no hash key): 16 callers × 50 echo calls, each
+        // answered through the kernel's random fallback while the instance is replaced.
+        let (ok, failed) =
+            axle_host_tests::drive_echo(&runtime, &client, 16, 50, "trap", |_, _| {
+                CallOptions::default()
+            });
+        assert_eq!((ok, failed), (800, 0), "{fixture}");
+        let stats = client
+            .plugin_stats()
+            .into_iter()
+            .find(|(name, _)| name == "two")
+            .map(|(_, s)| s)
+            .expect("the fixture's counters");
+        assert!(stats.traps >= 1, "{fixture}: {stats:?}");
+        let spread: Vec<u64> = servers
+            .iter()
+            .zip(&before)
+            .map(|(s, b)| calls_at(&client, &s.addr) - b)
+            .collect();
+        assert!(
+            spread.iter().all(|&c| c > 100),
+            "{fixture}: random fallback: {spread:?}"
+        );
+        // The world each was built in: asked for runs of pairs or not.
+        let path = built_component(fixture);
+        let loaded = t
+            .load(
+                &manifest("two", "selector", path.to_str().unwrap(), ""),
                 "two",
-                PluginKind::Selector,
-                ComponentSource::File(built_component("axle_fixture_two_choice")),
             )
-        },
-    );
-    m.services.entry("echo".into()).or_default().selector = Some("two".into());
-    let endpoints = servers.iter().map(|s| EndpointSpec::new(&s.addr));
-    let client = Client::new(
-        &t.host,
-        axle::client::ClientConfig::new(m).endpoints("echo", endpoints),
-    )
-    .unwrap();
-    // Every pick traps (calls carry no hash key): 16 callers × 50 echo calls, each
-    // answered through the kernel's random fallback while the instance is replaced.
-    let (ok, failed) = axle_host_tests::drive_echo(&runtime, &client, 16, 50, "trap", |_, _| {
-        CallOptions::default()
-    });
-    assert_eq!((ok, failed), (800, 0));
-    let stats = client
-        .plugin_stats()
-        .into_iter()
-        .find(|(name, _)| name == "two")
-        .map(|(_, s)| s)
-        .expect("the fixture's counters");
-    assert!(stats.traps >= 1, "{stats:?}");
-    let spread: Vec<u64> = servers.iter().map(|s| calls_at(&client, &s.addr)).collect();
-    assert!(
-        spread.iter().all(|&c| c > 100),
-        "random fallback: {spread:?}"
-    );
+            .unwrap();
+        assert_eq!(selector(&loaded).pairs(), runs, "{fixture}");
+    }
 }
