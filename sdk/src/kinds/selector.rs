@@ -145,16 +145,8 @@ impl<T: Selector> SelectorRuntime<T> {
         let Some(set) = pickable(&mut self.sets, id) else {
             return u64::MAX;
         };
-        let mut picks = [0; crate::RUN];
-        let mut n = 0;
-        while n < crate::RUN {
-            match self.plugin.select(set, 0) {
-                Some(id) => picks[n] = id,
-                None => break,
-            }
-            n += 1;
-        }
-        crate::pack_run(picks[..n].iter().copied())
+        // `pack_run` takes at most a run's worth: the plugin is asked that many times.
+        crate::pack_run(std::iter::from_fn(|| self.plugin.select(set, 0)))
     }
 
     /// `select-two-run` (built with the `two-choice-run-selector` feature): the plugin's
@@ -166,22 +158,14 @@ impl<T: Selector> SelectorRuntime<T> {
         let Some(set) = pickable(&mut self.sets, id) else {
             return u64::MAX;
         };
-        let mut ids = [0; crate::RUN];
-        let mut n = 0;
-        while n < crate::RUN {
-            match self.plugin.select_two(set, 0) {
-                // An id a run cannot carry would cut the pair in half.
-                Some((first, second))
-                    if first < crate::RUN_ID_LIMIT && second < crate::RUN_ID_LIMIT =>
-                {
-                    ids[n] = first;
-                    ids[n + 1] = second;
-                }
-                _ => break,
-            }
-            n += 2;
-        }
-        crate::pack_run(ids[..n].iter().copied())
+        let limit = crate::RUN_ID_LIMIT;
+        let pairs = std::iter::from_fn(|| self.plugin.select_two(set, 0))
+            // An id a run cannot carry would cut its pair in half: the run ends before it.
+            .map_while(|(first, second)| {
+                (first < limit && second < limit).then_some([first, second])
+            });
+        // Two pairs fill a run: the plugin draws twice.
+        crate::pack_run(pairs.flatten())
     }
 
     /// `measure`.
@@ -266,5 +250,29 @@ mod tests {
         assert_eq!(rt.select_two_run(9), u64::MAX);
         rt.define_set(1, Vec::new());
         assert_eq!(rt.select_two_run(1), u64::MAX);
+    }
+
+    /// Picks 1, 2, 3, ... and counts them.
+    struct Counter(EndpointId);
+
+    impl Selector for Counter {
+        type SetState = ();
+        fn new(_config: &Config) -> Result<Self, String> {
+            Ok(Counter(0))
+        }
+        fn prepare(&mut self, _table: &EndpointTable, _members: &[EndpointId]) {}
+        fn select(&mut self, _set: &mut CandidateSet<()>, _hash_key: u64) -> Option<EndpointId> {
+            self.0 += 1;
+            Some(self.0)
+        }
+    }
+
+    #[test]
+    fn a_run_asks_the_plugin_for_a_runs_worth_of_picks_only() {
+        let mut rt = SelectorRuntime::<Counter>::new(&Config::default()).unwrap();
+        rt.define_set(0, vec![1, 2, 3]);
+        assert_eq!(unpacked(rt.select_run(0)), [1, 2, 3, 4]);
+        assert_eq!(rt.plugin.0, 4, "no pick made and dropped");
+        assert_eq!(unpacked(rt.select_run(0)), [5, 6, 7, 8]);
     }
 }
