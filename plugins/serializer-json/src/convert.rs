@@ -1,16 +1,17 @@
-//! JSON text ↔ packed value, streamed: serde_json writes JSON as the packed value is read,
-//! and its parser writes the packed value as it reads JSON, so no tree is built on either
-//! side and each string is copied once. Binary values become arrays of byte numbers (JSON
+//! JSON text ↔ packed value, streamed: JSON is written as the packed value is read
+//! (`write.rs`), and serde_json's parser writes the packed value as it reads JSON, so no
+//! tree is built on either side and each string is copied once. Binary values become arrays of byte numbers (JSON
 //! has no bytes); map keys must be text; non-finite floats are refused; an object's
 //! members are kept in order, a repeated name included. Kept apart from the plugin's
 //! export so that a test fixture can speak the same JSON (`#[path]` include).
 
-use std::cell::RefCell;
-
-use axle_sdk::packed::{Item, Reader, Writer};
-use axle_sdk::{Value, MAX_DEPTH};
+use axle_sdk::packed::Writer;
+use axle_sdk::Value;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use serde::ser::{self, Error as _, Serialize, SerializeMap, SerializeSeq};
+
+// By path, so that the fixture including this file by path finds it too.
+#[path = "write.rs"]
+mod write;
 
 /// Value → JSON bytes.
 pub fn encode(value: &Value) -> Result<Vec<u8>, String> {
@@ -24,18 +25,7 @@ pub fn decode(bytes: &[u8]) -> Result<Value, String> {
 
 /// Packed value → JSON bytes.
 pub fn encode_packed(packed: &[u8]) -> Result<Vec<u8>, String> {
-    let reader = RefCell::new(Reader::new(packed));
-    // JSON is about as long as the packed form for text, shorter for numbers.
-    let mut out = Vec::with_capacity(packed.len() + 16);
-    let root = Packed {
-        reader: &reader,
-        depth: 0,
-    };
-    serde_json::to_writer(&mut out, &root).map_err(|e| e.to_string())?;
-    if !reader.borrow().is_empty() {
-        return Err("packed value has bytes after its root".to_string());
-    }
-    Ok(out)
+    write::json(packed)
 }
 
 /// JSON bytes → packed value.
@@ -52,73 +42,6 @@ pub fn decode_packed(bytes: &[u8]) -> Result<Vec<u8>, String> {
         .and_then(|()| parser.end())
         .map_err(|e| format!("invalid JSON: {e}"))?;
     Ok(out.into_bytes())
-}
-
-/// The subtree at the reader's position, serialized as it is read.
-struct Packed<'r, 'a> {
-    reader: &'r RefCell<Reader<'a>>,
-    depth: usize,
-}
-
-impl Packed<'_, '_> {
-    fn item<E: ser::Error>(&self) -> Result<Item<'_>, E> {
-        self.reader.borrow_mut().item().map_err(E::custom)
-    }
-}
-
-impl Serialize for Packed<'_, '_> {
-    fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.depth > MAX_DEPTH {
-            return Err(S::Error::custom(format!(
-                "value nests deeper than {MAX_DEPTH} levels"
-            )));
-        }
-        let child = Packed {
-            reader: self.reader,
-            depth: self.depth + 1,
-        };
-        match self.item()? {
-            Item::Null => s.serialize_unit(),
-            Item::Boolean(b) => s.serialize_bool(b),
-            Item::Signed(i) => s.serialize_i64(i),
-            Item::Unsigned(u) => s.serialize_u64(u),
-            // serde_json would write `null` for these: refused rather than changed.
-            Item::Float(f) if !f.is_finite() => {
-                Err(S::Error::custom(format!("JSON cannot hold the float {f}")))
-            }
-            Item::Float(f) => s.serialize_f64(f),
-            Item::Text(t) => s.serialize_str(t),
-            Item::Binary(b) => {
-                let mut seq = s.serialize_seq(Some(b.len()))?;
-                for byte in b {
-                    seq.serialize_element(byte)?;
-                }
-                seq.end()
-            }
-            Item::Array(n) => {
-                let mut seq = s.serialize_seq(Some(n as usize))?;
-                for _ in 0..n {
-                    seq.serialize_element(&child)?;
-                }
-                seq.end()
-            }
-            Item::Mapping(n) => {
-                let mut map = s.serialize_map(Some(n as usize))?;
-                for _ in 0..n {
-                    match self.item()? {
-                        Item::Text(key) => map.serialize_key(key)?,
-                        other => {
-                            return Err(S::Error::custom(format!(
-                                "JSON object keys must be text, got {other:?}"
-                            )))
-                        }
-                    }
-                    map.serialize_value(&child)?;
-                }
-                map.end()
-            }
-        }
-    }
 }
 
 /// Writes the JSON value the parser reads next into the packed value.
