@@ -42,10 +42,8 @@ fn value(reader: &mut Reader, out: &mut Vec<u8>, depth: usize) -> Result<(), Str
         // JSON has no bytes: an array of their numbers.
         Item::Binary(bytes) => {
             out.push(b'[');
-            for (i, &byte) in bytes.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
+            for (i, &byte) in (0u64..).zip(bytes) {
+                comma_before(out, i);
                 _ = f.write_u8(out, byte);
             }
             out.push(b']');
@@ -53,9 +51,7 @@ fn value(reader: &mut Reader, out: &mut Vec<u8>, depth: usize) -> Result<(), Str
         Item::Array(n) => {
             out.push(b'[');
             for i in 0..n {
-                if i > 0 {
-                    out.push(b',');
-                }
+                comma_before(out, i);
                 value(reader, out, depth + 1)?;
             }
             out.push(b']');
@@ -63,9 +59,7 @@ fn value(reader: &mut Reader, out: &mut Vec<u8>, depth: usize) -> Result<(), Str
         Item::Mapping(n) => {
             out.push(b'{');
             for i in 0..n {
-                if i > 0 {
-                    out.push(b',');
-                }
+                comma_before(out, i);
                 match reader.item()? {
                     Item::Text(key) => text(out, key),
                     other => return Err(format!("JSON object keys must be text, got {other:?}")),
@@ -77,6 +71,13 @@ fn value(reader: &mut Reader, out: &mut Vec<u8>, depth: usize) -> Result<(), Str
         }
     }
     Ok(())
+}
+
+/// The `,` before every element or member but the first (`i` counts from 0).
+fn comma_before(out: &mut Vec<u8>, i: impl Into<u64>) {
+    if i.into() > 0 {
+        out.push(b',');
+    }
 }
 
 /// A JSON string: `t` between quotes, escaped as serde_json escapes it.
