@@ -1,9 +1,10 @@
 //! JSON text ↔ packed value, streamed: JSON is written as the packed value is read
 //! (`write.rs`), and serde_json's parser writes the packed value as it reads JSON, so no
-//! tree is built on either side and each string is copied once. Binary values become arrays of byte numbers (JSON
-//! has no bytes); map keys must be text; non-finite floats are refused; an object's
-//! members are kept in order, a repeated name included. Kept apart from the plugin's
-//! export so that a test fixture can speak the same JSON (`#[path]` include).
+//! tree is built on either side and each string is copied once. Binary values become
+//! arrays of byte numbers (JSON has no bytes); map keys must be text; non-finite floats are
+//! refused; an object's members are kept in order, a repeated name included. Kept apart
+//! from the plugin's export so that a test fixture can speak the same JSON (`#[path]`
+//! include).
 
 use axle_sdk::packed::Writer;
 use axle_sdk::Value;

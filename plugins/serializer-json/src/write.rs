@@ -115,9 +115,8 @@ fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
         }
         at += 32;
     }
-    while let Some(chunk) = bytes.get(at..at + 8) {
-        let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        let found = escapes_in(word);
+    while let Some((word, _)) = bytes[at..].split_first_chunk::<8>() {
+        let found = escapes_in(u64::from_le_bytes(*word));
         if found != 0 {
             return Some(at + found.trailing_zeros() as usize / 8);
         }
