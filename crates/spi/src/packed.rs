@@ -76,42 +76,51 @@ impl Writer {
         self.bytes
     }
 
+    #[inline]
     pub fn null(&mut self) {
         self.bytes.push(NULL);
     }
 
+    #[inline]
     pub fn boolean(&mut self, b: bool) {
         self.bytes.push(if b { TRUE } else { FALSE });
     }
 
+    #[inline]
     pub fn signed(&mut self, i: i64) {
         self.word(SIGNED, i.to_le_bytes());
     }
 
+    #[inline]
     pub fn unsigned(&mut self, u: u64) {
         self.word(UNSIGNED, u.to_le_bytes());
     }
 
+    #[inline]
     pub fn float(&mut self, f: f64) {
         self.word(FLOAT, f.to_bits().to_le_bytes());
     }
 
     /// A text node; a string longer than `u32::MAX` bytes is refused.
+    #[inline]
     pub fn text(&mut self, s: &str) -> Result<(), String> {
         self.run(TEXT, s.as_bytes())
     }
 
     /// A binary node; longer than `u32::MAX` bytes is refused.
+    #[inline]
     pub fn binary(&mut self, b: &[u8]) -> Result<(), String> {
         self.run(BINARY, b)
     }
 
     /// An array of the next `n` subtrees.
+    #[inline]
     pub fn array(&mut self, n: u32) {
         self.count(ARRAY, n);
     }
 
     /// A mapping of the next `n` key/value subtree pairs.
+    #[inline]
     pub fn mapping(&mut self, n: u32) {
         self.count(MAPPING, n);
     }
@@ -129,19 +138,23 @@ impl Writer {
         self.bytes[open.0 + 1..open.0 + 5].copy_from_slice(&n.to_le_bytes());
     }
 
+    #[inline]
     fn word(&mut self, tag: u8, word: [u8; 8]) {
         self.bytes.push(tag);
         self.bytes.extend_from_slice(&word);
     }
 
+    #[inline]
     fn count(&mut self, tag: u8, n: u32) {
         self.bytes.push(tag);
         self.bytes.extend_from_slice(&n.to_le_bytes());
     }
 
+    #[inline]
     fn run(&mut self, tag: u8, run: &[u8]) -> Result<(), String> {
-        let n = u32::try_from(run.len())
-            .map_err(|_| format!("a node of {} bytes exceeds 4 GiB", run.len()))?;
+        let Ok(n) = u32::try_from(run.len()) else {
+            return Err(over_4_gib(run.len()));
+        };
         self.count(tag, n);
         self.bytes.extend_from_slice(run);
         Ok(())
@@ -165,8 +178,15 @@ impl<'a> Reader<'a> {
     }
 
     /// The next node; an error says what was cut short or malformed.
+    ///
+    /// Inlined, with every error made out of line: a plugin calls this once per node, and
+    /// as a call of its own in a component it was about a quarter of a `msgpack` encode of
+    /// a record of twenty fields (`docs/performance.md`, "A packed node read in line").
+    #[inline(always)]
     pub fn item(&mut self) -> Result<Item<'a>, String> {
-        let (&tag, rest) = self.rest.split_first().ok_or("packed value ends early")?;
+        let Some((&tag, rest)) = self.rest.split_first() else {
+            return Err(malformed("packed value ends early"));
+        };
         self.rest = rest;
         Ok(match tag {
             NULL => Item::Null,
@@ -175,47 +195,85 @@ impl<'a> Reader<'a> {
             SIGNED => Item::Signed(i64::from_le_bytes(self.take()?)),
             UNSIGNED => Item::Unsigned(u64::from_le_bytes(self.take()?)),
             FLOAT => Item::Float(f64::from_bits(u64::from_le_bytes(self.take()?))),
-            TEXT => {
-                Item::Text(crate::utf8_text(self.run()?).map_err(|e| format!("packed text: {e}"))?)
-            }
+            TEXT => match crate::utf8_text(self.run()?) {
+                Ok(text) => Item::Text(text),
+                Err(e) => return Err(not_utf8(e)),
+            },
             BINARY => Item::Binary(self.run()?),
             ARRAY => Item::Array(self.counted(1)?),
             MAPPING => Item::Mapping(self.counted(2)?),
-            other => return Err(format!("packed value has an unknown tag {other}")),
+            other => return Err(unknown_tag(other)),
         })
     }
 
+    #[inline]
     fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let (word, rest) = self
-            .rest
-            .split_first_chunk::<N>()
-            .ok_or("packed value ends inside a node")?;
+        let Some((word, rest)) = self.rest.split_first_chunk::<N>() else {
+            return Err(malformed("packed value ends inside a node"));
+        };
         self.rest = rest;
         Ok(*word)
     }
 
+    #[inline]
     fn run(&mut self) -> Result<&'a [u8], String> {
         let n = u32::from_le_bytes(self.take()?) as usize;
-        if n > self.rest.len() {
-            return Err(format!(
-                "packed node of {n} bytes exceeds the {} left",
-                self.rest.len()
-            ));
-        }
-        let (run, rest) = self.rest.split_at(n);
+        let Some((run, rest)) = self.rest.split_at_checked(n) else {
+            return Err(run_too_long(n, self.rest.len()));
+        };
         self.rest = rest;
         Ok(run)
     }
 
     /// A count whose subtrees take at least `per` bytes each: one above what is left is a
     /// lie, refused before anyone sizes a buffer by it.
+    #[inline]
     fn counted(&mut self, per: usize) -> Result<u32, String> {
         let n = u32::from_le_bytes(self.take()?);
         if (n as usize).saturating_mul(per) > self.rest.len() {
-            return Err(format!("packed count {n} exceeds the bytes left"));
+            return Err(count_too_big(n));
         }
         Ok(n)
     }
+}
+
+// The writer's and the reader's errors, out of line: rare, and each an allocation and a
+// format, which kept the calls they sat in from being inlined.
+
+#[cold]
+#[inline(never)]
+fn over_4_gib(len: usize) -> String {
+    format!("a node of {len} bytes exceeds 4 GiB")
+}
+
+#[cold]
+#[inline(never)]
+fn malformed(what: &str) -> String {
+    what.to_string()
+}
+
+#[cold]
+#[inline(never)]
+fn not_utf8(e: std::str::Utf8Error) -> String {
+    format!("packed text: {e}")
+}
+
+#[cold]
+#[inline(never)]
+fn unknown_tag(tag: u8) -> String {
+    format!("packed value has an unknown tag {tag}")
+}
+
+#[cold]
+#[inline(never)]
+fn run_too_long(n: usize, left: usize) -> String {
+    format!("packed node of {n} bytes exceeds the {left} left")
+}
+
+#[cold]
+#[inline(never)]
+fn count_too_big(n: u32) -> String {
+    format!("packed count {n} exceeds the bytes left")
 }
 
 impl Value {
