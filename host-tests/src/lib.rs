@@ -342,15 +342,20 @@ impl Drop for ServeProcess {
     }
 }
 
-/// The component calls plugin `name` of `client` has taken so far (its pick, its
-/// `select-run`, the tables and sets pushed to it).
-pub fn plugin_calls(client: &axle::client::Client, name: &str) -> u64 {
+/// The counters of plugin `name` of `client` now (calls, faults by cause, quarantine).
+pub fn plugin_stats(client: &axle::client::Client, name: &str) -> axle::plugin::StatsSnapshot {
     client
         .plugin_stats()
         .into_iter()
         .find(|(n, _)| n == name)
-        .map(|(_, stats)| stats.calls)
+        .map(|(_, stats)| stats)
         .unwrap_or_else(|| panic!("the counters of plugin {name}"))
+}
+
+/// The component calls plugin `name` of `client` has taken so far (its pick, its
+/// `select-run`, the tables and sets pushed to it).
+pub fn plugin_calls(client: &axle::client::Client, name: &str) -> u64 {
+    plugin_stats(client, name).calls
 }
 
 /// A client for `service` at `endpoints`, with the embedded manifest's plugins and

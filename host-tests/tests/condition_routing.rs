@@ -269,14 +269,7 @@ fn a_client_routes_typed_calls_by_field_address_and_version() {
     )
     .expect("client");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let route_calls = || {
-        client
-            .plugin_stats()
-            .into_iter()
-            .find(|(name, _)| name == "condition")
-            .map(|(_, s)| s.calls)
-            .expect("condition stats")
-    };
+    let route_calls = || axle_host_tests::plugin_stats(&client, "condition").calls;
     let before = route_calls();
     let mut by_address: BTreeMap<String, u32> = BTreeMap::new();
     rt.block_on(async {

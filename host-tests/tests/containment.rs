@@ -142,14 +142,7 @@ fn run_in(
     let runtime = rt();
     let client = hostile_client(&host, lang, behaviour, every, &endpoints);
     let (ok, failed) = drive_echo(&runtime, &client, CALLERS, calls, behaviour, plain);
-    let hostile = || {
-        client
-            .plugin_stats()
-            .into_iter()
-            .find(|(name, _)| name == "hostile")
-            .map(|(_, s)| s)
-            .expect("the hostile plugin's counters")
-    };
+    let hostile = || axle_host_tests::plugin_stats(&client, "hostile");
     let stats = echo_until(&runtime, &client, behaviour, hostile, reached);
     eprintln!(
         "{behaviour}: {ok} ok, {failed} failed; plugin calls {}, faults {} (timeouts {}, \
@@ -434,12 +427,7 @@ fn run_hostile_router(behaviour: &str) -> StatsSnapshot {
     let new_lane =
         |caller: usize, call: u64| CallOptions::default().tag("lane", format!("{caller}-{call}"));
     let (ok, failed) = drive_echo(&runtime, &client, CALLERS, 50, behaviour, new_lane);
-    let stats = client
-        .plugin_stats()
-        .into_iter()
-        .find(|(name, _)| name == "hostile-router")
-        .map(|(_, s)| s)
-        .expect("the router's counters");
+    let stats = axle_host_tests::plugin_stats(&client, "hostile-router");
     eprintln!("router {behaviour}: {ok} ok, {failed} failed; {stats:?}");
     assert_eq!((ok, failed), (1_600, 0), "every call answered, unfiltered");
     stats

@@ -243,12 +243,7 @@ fn a_two_choice_selector_that_traps_on_the_request_path_costs_no_call() {
                 CallOptions::default()
             });
         assert_eq!((ok, failed), (800, 0), "{fixture}");
-        let stats = client
-            .plugin_stats()
-            .into_iter()
-            .find(|(name, _)| name == "two")
-            .map(|(_, s)| s)
-            .expect("the fixture's counters");
+        let stats = axle_host_tests::plugin_stats(&client, "two");
         assert!(stats.traps >= 1, "{fixture}: {stats:?}");
         let spread: Vec<u64> = servers
             .iter()
