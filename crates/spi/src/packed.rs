@@ -301,7 +301,7 @@ impl Value {
     pub fn unpack(bytes: &[u8]) -> Result<Value, String> {
         let mut r = Reader::new(bytes);
         let mut nodes = Vec::new();
-        unpack_one(&mut r, &mut nodes, 0)?;
+        each_node(|| unpack_one(&mut r, &mut nodes))?;
         if !r.is_empty() {
             return Err("packed value has bytes after its root".to_string());
         }
@@ -322,55 +322,62 @@ impl Value {
     }
 }
 
-fn unpack_one(r: &mut Reader<'_>, out: &mut Vec<Node>, depth: usize) -> Result<(), String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("value nests deeper than {MAX_DEPTH} levels"));
-    }
-    let children = match r.item()? {
-        Item::Null => {
-            out.push(Node::Null);
-            0
-        }
-        Item::Boolean(b) => {
-            out.push(Node::Boolean(b));
-            0
-        }
-        Item::Signed(i) => {
-            out.push(Node::Signed(i));
-            0
-        }
-        Item::Unsigned(u) => {
-            out.push(Node::Unsigned(u));
-            0
-        }
-        Item::Float(f) => {
-            out.push(Node::Float(f));
-            0
-        }
-        Item::Text(s) => {
-            out.push(Node::Text(s.to_owned()));
-            0
-        }
-        Item::Binary(b) => {
-            out.push(Node::Binary(b.to_vec()));
-            0
-        }
-        Item::Array(n) => {
-            out.push(Node::Array(n));
-            n as usize
-        }
-        Item::Mapping(n) => {
-            out.push(Node::Mapping(n));
-            2 * n as usize
-        }
+/// Reads one node into `out`; answers how many children follow it.
+#[inline(always)]
+fn unpack_one(r: &mut Reader<'_>, out: &mut Vec<Node>) -> Result<u64, String> {
+    let (node, children) = match r.item()? {
+        Item::Null => (Node::Null, 0),
+        Item::Boolean(b) => (Node::Boolean(b), 0),
+        Item::Signed(i) => (Node::Signed(i), 0),
+        Item::Unsigned(u) => (Node::Unsigned(u), 0),
+        Item::Float(f) => (Node::Float(f), 0),
+        Item::Text(s) => (Node::Text(s.to_owned()), 0),
+        Item::Binary(b) => (Node::Binary(b.to_vec()), 0),
+        Item::Array(n) => (Node::Array(n), u64::from(n)),
+        Item::Mapping(n) => (Node::Mapping(n), 2 * u64::from(n)),
     };
+    out.push(node);
     // The count was checked against the bytes left, so this reserves no more than they
     // can hold.
-    out.reserve(children);
-    for _ in 0..children {
-        unpack_one(r, out, depth + 1)?;
+    out.reserve(children as usize);
+    Ok(children)
+}
+
+/// Calls `node` once for each node of one value, in order: `node` reads (or writes) one
+/// node and answers how many children follow it. Fails, as [`Value::unpack`] does, on a
+/// node deeper than [`MAX_DEPTH`].
+///
+/// One call per container, looping over its children, not one call per node: in a
+/// component every call pays a stack check, the epoch check and saved registers, and a
+/// record of twenty fields is forty-one nodes in two containers (`docs/performance.md`,
+/// "A call per container, not per node"). The kernel's unpacking and `msgpack`'s both
+/// directions walk a value with it.
+pub fn each_node(mut node: impl FnMut() -> Result<u64, String>) -> Result<(), String> {
+    nodes(1, 0, &mut node)
+}
+
+/// `n` sibling nodes at `depth`, each followed by its children.
+fn nodes(
+    n: u64,
+    depth: usize,
+    node: &mut impl FnMut() -> Result<u64, String>,
+) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        return Err(too_deep());
+    }
+    for _ in 0..n {
+        let children = node()?;
+        if children > 0 {
+            nodes(children, depth + 1, node)?;
+        }
     }
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn too_deep() -> String {
+    format!("value nests deeper than {MAX_DEPTH} levels")
 }
 
 #[cfg(test)]
@@ -448,5 +455,40 @@ mod tests {
         }
         deep.push(NULL);
         assert!(Value::unpack(&deep).unwrap_err().contains("nests deeper"));
+    }
+
+    /// Arrays nested `levels` deep around a null, then a sibling of the outermost: the
+    /// walk has to climb all the way back down before it reads the sibling.
+    fn nested(levels: usize) -> Value {
+        let mut nodes = vec![Node::Array(2)];
+        nodes.extend((1..levels).map(|_| Node::Array(1)));
+        nodes.push(Node::Null);
+        nodes.push(Node::Text("sibling".into()));
+        Value { nodes }
+    }
+
+    #[test]
+    fn nesting_is_refused_one_level_past_the_limit_and_not_before() {
+        // The innermost null sits at depth `levels`; the root is at depth 0.
+        let deepest = nested(MAX_DEPTH);
+        assert_eq!(Value::unpack(&deepest.pack().unwrap()), Ok(deepest));
+        let past = nested(MAX_DEPTH + 1).pack().unwrap();
+        assert!(Value::unpack(&past).unwrap_err().contains("nests deeper"));
+    }
+
+    #[test]
+    fn each_node_visits_in_order_and_stops_at_the_root_end() {
+        // [[1, []], {2: 3}] as child counts, in pre-order, then one node too many.
+        let counts = [2, 2, 0, 0, 2, 0, 0, 99];
+        let mut seen = 0;
+        each_node(|| {
+            seen += 1;
+            Ok(counts[seen - 1])
+        })
+        .unwrap();
+        assert_eq!(
+            seen, 7,
+            "the root's subtree is seven nodes; the eighth is not read"
+        );
     }
 }
