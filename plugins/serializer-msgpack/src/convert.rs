@@ -2,16 +2,17 @@
 //! directions, with no tree in between. Every node of the value model maps one to one
 //! (binary and non-text map keys included); extension types are refused on decode.
 
-use axle_sdk::packed::{Item, Reader, Writer};
-use axle_sdk::MAX_DEPTH;
-use rmp::encode as mp;
+use axle_sdk::packed::{each_node, Item, Reader, Writer};
+
 use rmp::Marker;
+
+use crate::write;
 
 /// Packed value → MessagePack bytes.
 pub fn encode_packed(packed: &[u8]) -> Result<Vec<u8>, String> {
     let mut reader = Reader::new(packed);
     let mut out = Vec::with_capacity(packed.len());
-    write_one(&mut reader, &mut out, 0)?;
+    each_node(|| write_one(&mut reader, &mut out))?;
     if !reader.is_empty() {
         return Err("packed value has bytes after its root".to_string());
     }
@@ -22,7 +23,8 @@ pub fn encode_packed(packed: &[u8]) -> Result<Vec<u8>, String> {
 pub fn decode_packed(bytes: &[u8]) -> Result<Vec<u8>, String> {
     let mut input = Input(bytes);
     let mut out = Writer::with_capacity(bytes.len() + 16);
-    read_one(&mut input, &mut out, 0).map_err(|e| format!("invalid MessagePack: {e}"))?;
+    each_node(|| read_one(&mut input, &mut out))
+        .map_err(|e| format!("invalid MessagePack: {e}"))?;
     if !input.0.is_empty() {
         return Err(format!(
             "invalid MessagePack: {} trailing byte(s)",
@@ -32,34 +34,26 @@ pub fn decode_packed(bytes: &[u8]) -> Result<Vec<u8>, String> {
     Ok(out.into_bytes())
 }
 
-fn write_one(r: &mut Reader<'_>, out: &mut Vec<u8>, depth: usize) -> Result<(), String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("value nests deeper than {MAX_DEPTH} levels"));
+/// Writes one node; answers how many children follow it.
+#[inline(always)]
+fn write_one(r: &mut Reader<'_>, out: &mut Vec<u8>) -> Result<u64, String> {
+    let item = r.item()?;
+    match item {
+        Item::Null => write::nil(out),
+        Item::Boolean(b) => write::boolean(out, b),
+        Item::Signed(i) => write::signed(out, i),
+        Item::Unsigned(u) => write::unsigned(out, u),
+        Item::Float(f) => write::float(out, f),
+        Item::Text(s) => write::str(out, s),
+        Item::Binary(b) => write::bin(out, b),
+        Item::Array(n) => write::array(out, n),
+        Item::Mapping(n) => write::map(out, n),
     }
-    // Writing into a Vec cannot fail; the results only carry the writer's error type.
-    let children = match r.item()? {
-        Item::Null => mp::write_nil(out).map(|_| 0).map_err(text)?,
-        Item::Boolean(b) => mp::write_bool(out, b).map(|_| 0).map_err(text)?,
-        Item::Signed(i) => mp::write_sint(out, i).map(|_| 0).map_err(text)?,
-        Item::Unsigned(u) => mp::write_uint(out, u).map(|_| 0).map_err(text)?,
-        Item::Float(f) => mp::write_f64(out, f).map(|_| 0).map_err(text)?,
-        Item::Text(s) => mp::write_str(out, s).map(|_| 0).map_err(text)?,
-        Item::Binary(b) => mp::write_bin(out, b).map(|_| 0).map_err(text)?,
-        Item::Array(n) => mp::write_array_len(out, n)
-            .map(|_| u64::from(n))
-            .map_err(text)?,
-        Item::Mapping(n) => mp::write_map_len(out, n)
-            .map(|_| 2 * u64::from(n))
-            .map_err(text)?,
-    };
-    for _ in 0..children {
-        write_one(r, out, depth + 1)?;
-    }
-    Ok(())
-}
-
-fn text(e: impl std::fmt::Display) -> String {
-    e.to_string()
+    Ok(match item {
+        Item::Array(n) => u64::from(n),
+        Item::Mapping(n) => 2 * u64::from(n),
+        _ => 0,
+    })
 }
 
 /// What is left of the MessagePack input.
@@ -98,10 +92,9 @@ impl<'a> Input<'a> {
     }
 }
 
-fn read_one(i: &mut Input<'_>, out: &mut Writer, depth: usize) -> Result<(), String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("value nests deeper than {MAX_DEPTH} levels"));
-    }
+/// Reads one node; answers how many children follow it.
+#[inline(always)]
+fn read_one(i: &mut Input<'_>, out: &mut Writer) -> Result<u64, String> {
     let marker = Marker::from_u8(i.be::<1>()?[0]);
     let children = match marker {
         Marker::Null => {
@@ -170,10 +163,7 @@ fn read_one(i: &mut Input<'_>, out: &mut Writer, depth: usize) -> Result<(), Str
         }
         Marker::Reserved => return Err("the reserved marker 0xc1".to_string()),
     };
-    for _ in 0..children {
-        read_one(i, out, depth + 1)?;
-    }
-    Ok(())
+    Ok(children)
 }
 
 /// The length field's width of an 8/16/32 marker family, from its first member.

@@ -1,8 +1,10 @@
 //! `msgpack`: `application/msgpack`. Every value of the model maps one to one (binary and
 //! non-text map keys included); extension types are refused on decode. Values cross
-//! packed and are streamed both ways (`convert.rs`).
+//! packed and are streamed both ways (`convert.rs`), MessagePack written by hand
+//! (`write.rs`) and read with `rmp`'s markers.
 
 mod convert;
+mod write;
 
 use axle_sdk::{Config, Serializer, Value};
 
