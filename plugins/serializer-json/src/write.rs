@@ -23,11 +23,12 @@ pub fn json(packed: &[u8]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// The subtree at the reader's position.
+/// The subtree at the reader's position, at `depth`. Inlined into the loops of [`array`]
+/// and [`object`], so a leaf costs no call and a container one: in a component every call
+/// pays a stack check, the epoch check and saved registers (`docs/performance.md`, "A call
+/// per container, not per node").
+#[inline(always)]
 fn value(reader: &mut Reader, out: &mut Vec<u8>, depth: usize) -> Result<(), String> {
-    if depth > MAX_DEPTH {
-        return Err(format!("value nests deeper than {MAX_DEPTH} levels"));
-    }
     // Writing into a `Vec` cannot fail: the formatter's `io::Result`s are all `Ok`.
     let mut f = CompactFormatter;
     match reader.item()? {
@@ -48,27 +49,46 @@ fn value(reader: &mut Reader, out: &mut Vec<u8>, depth: usize) -> Result<(), Str
             }
             out.push(b']');
         }
-        Item::Array(n) => {
-            out.push(b'[');
-            for i in 0..n {
-                comma_before(out, i);
-                value(reader, out, depth + 1)?;
-            }
-            out.push(b']');
+        Item::Array(n) => array(reader, out, n, depth + 1)?,
+        Item::Mapping(n) => object(reader, out, n, depth + 1)?,
+    }
+    Ok(())
+}
+
+/// An array of `n` elements at `depth`.
+fn array(reader: &mut Reader, out: &mut Vec<u8>, n: u32, depth: usize) -> Result<(), String> {
+    within_depth(n, depth)?;
+    out.push(b'[');
+    for i in 0..n {
+        comma_before(out, i);
+        value(reader, out, depth)?;
+    }
+    out.push(b']');
+    Ok(())
+}
+
+/// An object of `n` members whose values are at `depth`.
+fn object(reader: &mut Reader, out: &mut Vec<u8>, n: u32, depth: usize) -> Result<(), String> {
+    within_depth(n, depth)?;
+    out.push(b'{');
+    for i in 0..n {
+        comma_before(out, i);
+        match reader.item()? {
+            Item::Text(key) => text(out, key),
+            other => return Err(format!("JSON object keys must be text, got {other:?}")),
         }
-        Item::Mapping(n) => {
-            out.push(b'{');
-            for i in 0..n {
-                comma_before(out, i);
-                match reader.item()? {
-                    Item::Text(key) => text(out, key),
-                    other => return Err(format!("JSON object keys must be text, got {other:?}")),
-                }
-                out.push(b':');
-                value(reader, out, depth + 1)?;
-            }
-            out.push(b'}');
-        }
+        out.push(b':');
+        value(reader, out, depth)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// Refuses `n` children at `depth` past [`MAX_DEPTH`]; an empty container holds no node
+/// that deep.
+fn within_depth(n: u32, depth: usize) -> Result<(), String> {
+    if n > 0 && depth > MAX_DEPTH {
+        return Err(format!("value nests deeper than {MAX_DEPTH} levels"));
     }
     Ok(())
 }
@@ -122,10 +142,31 @@ fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
         }
         at += 8;
     }
-    bytes[at..]
-        .iter()
-        .position(|&b| must_escape(b))
-        .map(|i| at + i)
+    // Fewer than 8 bytes left: one word of them, zero above, whose marks are kept for
+    // the bytes that are there (the zeros, being above, cannot move a lower mark).
+    let tail = &bytes[at..];
+    let found = escapes_in(short_word(tail)) & ((1u64 << (8 * tail.len())) - 1);
+    (found != 0).then(|| at + found.trailing_zeros() as usize / 8)
+}
+
+/// The bytes of a tail shorter than 8, little-endian in a word: read in pieces of 4, 2
+/// and 1 bytes rather than a loop of up to seven turns, each of which would pay the epoch
+/// check in a component (most keys and many values are shorter than 8 bytes).
+fn short_word(tail: &[u8]) -> u64 {
+    debug_assert!(tail.len() < 8);
+    let (mut word, mut at) = (0, 0);
+    if let Some((four, _)) = tail.split_first_chunk::<4>() {
+        word = u64::from(u32::from_le_bytes(*four));
+        at = 4;
+    }
+    if let Some((two, _)) = tail[at..].split_first_chunk::<2>() {
+        word |= u64::from(u16::from_le_bytes(*two)) << (8 * at);
+        at += 2;
+    }
+    if let Some(&one) = tail.get(at) {
+        word |= u64::from(one) << (8 * at);
+    }
+    word
 }
 
 /// The high bit of each byte of `word` (read little-endian) that JSON must escape: a
@@ -141,11 +182,7 @@ fn escapes_in(word: u64) -> u64 {
     (below_space | is(b'"') | is(b'\\')) & high
 }
 
-fn must_escape(b: u8) -> bool {
-    b < 0x20 || b == b'"' || b == b'\\'
-}
-
-/// The escape serde_json writes for `b` (one that [`must_escape`]).
+/// The escape serde_json writes for `b`: a control byte, `"` or `\`.
 fn escape(out: &mut Vec<u8>, b: u8) {
     let short = match b {
         b'"' => b'"',
@@ -170,6 +207,10 @@ fn escape(out: &mut Vec<u8>, b: u8) {
 mod tests {
     use super::*;
 
+    fn must_escape(b: u8) -> bool {
+        b < 0x20 || b == b'"' || b == b'\\'
+    }
+
     fn serde(t: &str) -> String {
         serde_json::to_string(t).unwrap()
     }
@@ -189,6 +230,17 @@ mod tests {
             for at in 0..70 {
                 let t = format!("{}{}{}", "a".repeat(at), one, "é".repeat(3));
                 assert_eq!(ours(&t), serde(&t), "byte {b:#04x} at {at}");
+            }
+            // At each position of a short text, read as one word, alone and before an
+            // escape that follows it.
+            for len in 1..16 {
+                for at in 0..len {
+                    let mut t = "a".repeat(len);
+                    t.replace_range(at..=at, &one);
+                    assert_eq!(ours(&t), serde(&t), "byte {b:#04x} at {at} of {len}");
+                    t.push('"');
+                    assert_eq!(ours(&t), serde(&t), "byte {b:#04x} at {at} of {len}, \"");
+                }
             }
         }
     }
