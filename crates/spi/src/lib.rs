@@ -24,7 +24,7 @@ pub use intercept::{
 };
 pub use routing::{RouteReads, RouteRequest, TagReads};
 pub use tree::{Tree, MAX_DEPTH};
-pub use utf8::text as utf8_text;
+pub use utf8::{short_word, text as utf8_text};
 
 /// An endpoint's id, assigned by the kernel.
 pub type EndpointId = u32;

@@ -8,6 +8,7 @@
 //! serde_json's, byte for byte: the same escapes, and its own formatter for numbers.
 
 use axle_sdk::packed::{Item, Reader};
+use axle_sdk::short_word;
 use axle_sdk::MAX_DEPTH;
 use serde_json::ser::{CompactFormatter, Formatter};
 
@@ -147,26 +148,6 @@ fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
     let tail = &bytes[at..];
     let found = escapes_in(short_word(tail)) & ((1u64 << (8 * tail.len())) - 1);
     (found != 0).then(|| at + found.trailing_zeros() as usize / 8)
-}
-
-/// The bytes of a tail shorter than 8, little-endian in a word: read in pieces of 4, 2
-/// and 1 bytes rather than a loop of up to seven turns, each of which would pay the epoch
-/// check in a component (most keys and many values are shorter than 8 bytes).
-fn short_word(tail: &[u8]) -> u64 {
-    debug_assert!(tail.len() < 8);
-    let (mut word, mut at) = (0, 0);
-    if let Some((four, _)) = tail.split_first_chunk::<4>() {
-        word = u64::from(u32::from_le_bytes(*four));
-        at = 4;
-    }
-    if let Some((two, _)) = tail[at..].split_first_chunk::<2>() {
-        word |= u64::from(u16::from_le_bytes(*two)) << (8 * at);
-        at += 2;
-    }
-    if let Some(&one) = tail.get(at) {
-        word |= u64::from(one) << (8 * at);
-    }
-    word
 }
 
 /// The high bit of each byte of `word` (read little-endian) that JSON must escape: a
