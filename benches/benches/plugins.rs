@@ -1,6 +1,7 @@
 //! Plugin call costs, for developers: the floor (an empty scalar component call), a
-//! selector at 10 and 10,000 endpoints, a router, a serializer at three payload sizes,
-//! a limiter — wasm through the real host, beside the native twin of the same code.
+//! selector at 10 and 10,000 endpoints, a router, a serializer at three payload sizes and
+//! on a record of short fields, a limiter — wasm through the real host, beside the native
+//! twin of the same code.
 //! `axle bench plugins` reports the same for any manifest.
 
 use std::hint::black_box;
@@ -9,7 +10,7 @@ use axle::manifest::Manifest;
 use axle::plugin::selfcheck::sample_table;
 use axle::plugin::{LoadedPlugin, Plugin, PluginHost};
 use axle::spi::LimitKey;
-use axle_bench::{native, sample_value};
+use axle_bench::native;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
 fn load(host: &PluginHost, name: &str) -> LoadedPlugin {
@@ -70,12 +71,11 @@ fn serializers(c: &mut Criterion, host: &PluginHost) {
         let Plugin::Serializer(s) = &loaded.plugin else {
             unreachable!()
         };
-        for (label, size) in axle_bench::PAYLOADS {
-            let value = sample_value(size);
+        for sample in axle_bench::samples() {
             group.bench_with_input(
-                BenchmarkId::new(format!("{name}/wasm"), label),
-                &size,
-                |b, _| b.iter(|| black_box(s.encode(&value).ok())),
+                BenchmarkId::new(format!("{name}/wasm"), sample.label),
+                &sample.value,
+                |b, value| b.iter(|| black_box(s.encode(value).ok())),
             );
         }
     }

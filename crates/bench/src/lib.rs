@@ -28,8 +28,11 @@ use axle::spi::LimitKey;
 /// Endpoint counts selectors and routers are measured at.
 pub const ENDPOINT_COUNTS: [u32; 3] = [10, 1_000, 10_000];
 
-/// Payload sizes serializers are measured at.
+/// Payload sizes serializers are measured at, each a [`sample_value`].
 pub const PAYLOADS: [(&str, usize); 3] = [("64B", 64), ("1KiB", 1024), ("64KiB", 64 * 1024)];
+
+/// Fields of the [`sample_record`] serializers are also measured on.
+pub const RECORD_FIELDS: usize = 20;
 
 /// One measured function.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -52,7 +55,7 @@ pub struct Row {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Report {
     pub floor_ns: f64,
-    /// The byte floor at each payload size (`PAYLOADS`): a call that carries that many
+    /// The byte floor at each sample's size ([`samples`]): a call that carries that many
     /// bytes in and the same back, doing nothing else. What a serializer or an
     /// interceptor pays for the boundary before its own work. The best reading of the
     /// run: one at the start, and one per round of each serializer's rows, taken in turns
@@ -127,6 +130,51 @@ pub fn sample_value(size: usize) -> Value {
             Node::Text(text),
         ],
     }
+}
+
+/// A record of [`RECORD_FIELDS`] short fields (a name each; a number, a short text or a
+/// boolean as value): what a typical request carries, where a serializer's time goes per
+/// node rather than per byte (`docs/performance.md`, "A call per container, not per node").
+pub fn sample_record() -> Value {
+    let mut nodes = vec![Node::Mapping(RECORD_FIELDS as u32)];
+    for i in 0..RECORD_FIELDS {
+        nodes.push(Node::Text(format!("field_{i}")));
+        nodes.push(match i % 3 {
+            0 => Node::Signed(i as i64 * 1000),
+            1 => Node::Text(format!("value {i}")),
+            _ => Node::Boolean(i % 2 == 0),
+        });
+    }
+    Value { nodes }
+}
+
+/// One value serializers are measured on.
+pub struct Sample {
+    /// The rows' `param`.
+    pub label: &'static str,
+    pub value: Value,
+    /// The byte floor's size beside it: the payload's size, or the record's packed size.
+    pub floor_bytes: usize,
+}
+
+/// The serializers' samples: [`sample_value`] at each of [`PAYLOADS`], then
+/// [`sample_record`] (param `record`).
+pub fn samples() -> Vec<Sample> {
+    let mut samples: Vec<Sample> = PAYLOADS
+        .into_iter()
+        .map(|(label, size)| Sample {
+            label,
+            value: sample_value(size),
+            floor_bytes: size,
+        })
+        .collect();
+    let record = sample_record();
+    samples.push(Sample {
+        label: "record",
+        floor_bytes: record.pack().map_or(0, |p| p.len()),
+        value: record,
+    });
+    samples
 }
 
 fn sdk_value(v: &Value) -> axle_sdk::Value {
@@ -233,11 +281,12 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
             let _ = black_box(echo.call("echo", |b, s| b.call_echo(s, &bytes)));
         })
     };
-    let mut bytes_floor: Vec<BytesFloor> = PAYLOADS
+    let samples = samples();
+    let mut bytes_floor: Vec<BytesFloor> = samples
         .iter()
-        .map(|(label, size)| BytesFloor {
-            param: label.to_string(),
-            ns: bytes_floor_ns(budget, *size),
+        .map(|sample| BytesFloor {
+            param: sample.label.to_string(),
+            ns: bytes_floor_ns(budget, sample.floor_bytes),
         })
         .collect();
     let mut floor_ns = |budget: Budget| {
@@ -341,14 +390,21 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                 }
             }
             Plugin::Serializer(p) => {
-                // `bytes_floor` holds one reading per payload, in `PAYLOADS`' order.
-                for (at, (label, size)) in PAYLOADS.into_iter().enumerate() {
-                    let value = sample_value(size);
-                    let Ok(bytes) = p.encode(&value) else {
+                // `bytes_floor` holds one reading per sample, in `samples`' order.
+                for (
+                    at,
+                    Sample {
+                        label,
+                        value,
+                        floor_bytes,
+                    },
+                ) in samples.iter().enumerate()
+                {
+                    let Ok(bytes) = p.encode(value) else {
                         continue;
                     };
                     let mut twin = builtin.and_then(|b| native::serializer(b, &config));
-                    let v = sdk_value(&value);
+                    let v = sdk_value(value);
                     // The component and its twin in turns, one loop each per round, and
                     // the best of each kept: their ratio is the target, and timed one
                     // after the other a busy spell of the machine between the two moved
@@ -358,9 +414,9 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                     let [mut enc, mut dec, mut nenc, mut ndec] = [f64::INFINITY; 4];
                     for _ in 0..rounds {
                         let floor_here = &mut bytes_floor[at].ns;
-                        *floor_here = floor_here.min(bytes_floor_ns(one_loop, size));
+                        *floor_here = floor_here.min(bytes_floor_ns(one_loop, *floor_bytes));
                         enc = enc.min(ns_per_call(one_loop, |_| {
-                            let _ = black_box(p.encode(&value));
+                            let _ = black_box(p.encode(value));
                         }));
                         dec = dec.min(ns_per_call(one_loop, |_| {
                             let _ = black_box(p.decode(&bytes));

@@ -216,16 +216,26 @@ fn print_table(report: &Report) {
     }
     // The serializer target, with the part no form of crossing can avoid: a call that
     // carries the same bytes in and out and does nothing (the byte floor).
+    println!("\nserializer target (≤ 2x native at 1 KiB; the byte floor alone, as x native):");
+    print_serializer_ratios(report, "1KiB");
+    println!(
+        "\nserializers on a record of {} short fields (for reference; no target):",
+        bench::RECORD_FIELDS
+    );
+    print_serializer_ratios(report, "record");
+}
+
+/// Each serializer's row at `param` as x native, beside the byte floor at the same size.
+fn print_serializer_ratios(report: &Report, param: &str) {
     let bytes_floor = report
         .bytes_floor
         .iter()
-        .find(|b| b.param == "1KiB")
+        .find(|b| b.param == param)
         .map_or(f64::NAN, |b| b.ns);
-    println!("\nserializer target (≤ 2x native at 1 KiB; the byte floor alone, as x native):");
     for r in report
         .plugins
         .iter()
-        .filter(|r| r.kind == "serializer" && r.param == "1KiB")
+        .filter(|r| r.kind == "serializer" && r.param == param)
     {
         if let Some(native) = r.native_ns {
             println!(
