@@ -127,7 +127,7 @@ fn bench_plugins_prints_one_json_object_with_the_floor_and_native_twins() {
         }
         find("tag", "route", n);
     }
-    for size in ["64B", "1KiB", "64KiB"] {
+    for size in ["64B", "1KiB", "64KiB", "record"] {
         for s in ["json", "msgpack"] {
             for function in ["encode", "decode"] {
                 // Timed in turns with the twin: both readings are numbers (an untimed
