@@ -391,15 +391,8 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
             }
             Plugin::Serializer(p) => {
                 // `bytes_floor` holds one reading per sample, in `samples`' order.
-                for (
-                    at,
-                    Sample {
-                        label,
-                        value,
-                        floor_bytes,
-                    },
-                ) in samples.iter().enumerate()
-                {
+                for (at, sample) in samples.iter().enumerate() {
+                    let value = &sample.value;
                     let Ok(bytes) = p.encode(value) else {
                         continue;
                     };
@@ -414,7 +407,7 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                     let [mut enc, mut dec, mut nenc, mut ndec] = [f64::INFINITY; 4];
                     for _ in 0..rounds {
                         let floor_here = &mut bytes_floor[at].ns;
-                        *floor_here = floor_here.min(bytes_floor_ns(one_loop, *floor_bytes));
+                        *floor_here = floor_here.min(bytes_floor_ns(one_loop, sample.floor_bytes));
                         enc = enc.min(ns_per_call(one_loop, |_| {
                             let _ = black_box(p.encode(value));
                         }));
@@ -431,8 +424,8 @@ pub fn run(host: &PluginHost, manifest: &Manifest, budget: Budget) -> Result<Rep
                         }
                     }
                     let native = |ns: f64| twin.is_some().then_some(ns);
-                    row("encode", label.to_string(), enc, native(nenc));
-                    row("decode", label.to_string(), dec, native(ndec));
+                    row("encode", sample.label.to_string(), enc, native(nenc));
+                    row("decode", sample.label.to_string(), dec, native(ndec));
                 }
             }
             Plugin::HealthScorer(p) => {
