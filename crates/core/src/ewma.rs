@@ -29,6 +29,11 @@ impl AtomicEwma {
             .fetch_update(Relaxed, Relaxed, |old| Some(next(old, sample)));
     }
 
+    /// Sets the average (one made from others', say).
+    pub fn set(&self, average: u64) {
+        self.0.store(average, Relaxed);
+    }
+
     /// Forgets every sample.
     pub fn reset(&self) {
         self.0.store(0, Relaxed);

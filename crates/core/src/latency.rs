@@ -129,6 +129,26 @@ impl Latency {
         self.max_ns.fetch_max(other.max_ns.load(Relaxed), Relaxed);
     }
 
+    /// One histogram of several (a [`Striped`](crate::striped::Striped) latency's
+    /// copies, read together). Its EWMA is the mean of theirs that have a sample: each
+    /// follows the latest samples of its own threads.
+    pub fn merged<'a>(parts: impl IntoIterator<Item = &'a Latency>) -> Latency {
+        let all = Latency::default();
+        let (mut ewma_sum, mut ewmas) = (0u128, 0u128);
+        for part in parts {
+            all.merge(part);
+            let ewma = part.ewma_ns.get();
+            if ewma != 0 {
+                ewma_sum += u128::from(ewma);
+                ewmas += 1;
+            }
+        }
+        if let Some(mean) = ewma_sum.checked_div(ewmas) {
+            all.ewma_ns.set(mean as u64);
+        }
+        all
+    }
+
     /// The histogram in the export buckets (for `/metrics`; reads every counter once).
     pub fn exported(&self) -> Exported {
         let mut le = vec![0u64; EXPORT_BOUNDS_NS.len()];
@@ -204,6 +224,27 @@ mod tests {
         assert_eq!(s.count, 200);
         assert_eq!(s.max_ns, 200_000);
         assert!((90_000..=110_000).contains(&s.p50_ns), "{s:?}");
+    }
+
+    #[test]
+    fn merged_parts_read_as_one_with_the_mean_of_their_ewmas() {
+        let (a, b, idle) = (Latency::default(), Latency::default(), Latency::default());
+        for _ in 0..50 {
+            a.record(10_000);
+            b.record(30_000);
+        }
+        let s = Latency::merged([&a, &b, &idle]).snapshot();
+        assert_eq!(s.count, 100);
+        assert_eq!(s.mean_ns, 20_000);
+        assert_eq!(s.max_ns, 30_000);
+        assert_eq!(
+            s.ewma_ns, 20_000,
+            "a part with no sample does not pull it down"
+        );
+        assert_eq!(
+            Latency::merged([&idle]).snapshot(),
+            LatencySnapshot::default()
+        );
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //!
 //! The vocabulary below every other crate: the kernel clock, the request scope a call
 //! carries from caller to provider and on to the next hop (its W3C trace context
-//! included), the one EWMA and the one latency histogram every measurement uses, the
-//! address and name checks every input goes through, the comparison of names the request
-//! path uses, an endpoint as configuration lists it, and the payload model that typed
-//! calls are translated into before a serializer plugin sees them.
+//! included), the one EWMA and the one latency histogram every measurement uses, counts
+//! kept per thread where every request writes them, the address and name checks every
+//! input goes through, the comparison of names the request path uses, an endpoint as
+//! configuration lists it, and the payload model that typed calls are translated into
+//! before a serializer plugin sees them.
 
 pub mod clock;
 pub mod descriptors;
@@ -15,6 +16,7 @@ pub mod latency;
 pub mod network;
 pub mod payload;
 pub mod scope;
+pub mod striped;
 pub mod text;
 pub mod trace;
 pub mod validate;

@@ -1,8 +1,8 @@
 //! What a provider counts per service/method (the seed's `ServerHandleInfo`): requests,
 //! handler runs, answers by error class and handler latency, updated with atomics on the
-//! request path, read as a [`ServerView`] by people (`axle stats`, the admin endpoint).
-//! In-flight and the most seen at once come from the method's concurrency guard, which
-//! already counts them.
+//! request path (kept per thread, `axle_core::striped`), read as a [`ServerView`] by
+//! people (`axle stats`, the admin endpoint). In-flight and the most seen at once come
+//! from the method's concurrency guard, which already counts them.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use serde::{Deserialize, Serialize};
 
 use axle_core::latency::{Exported, Latency};
+use axle_core::striped::Striped;
 use axle_wire::ErrorClass;
 
 /// One method's counters.
@@ -17,6 +18,14 @@ use axle_wire::ErrorClass;
 pub struct MethodStats {
     /// `monitor = false`: nothing is counted (fixed when the server is built).
     off: bool,
+    /// Kept per thread: every request of the method writes them, from every core
+    /// (`axle_core::striped`).
+    counts: Striped<Counts>,
+}
+
+/// One thread's share of a method's counts.
+#[derive(Default)]
+struct Counts {
     requests: AtomicU64,
     handled: AtomicU64,
     ok: AtomicU64,
@@ -36,63 +45,72 @@ impl MethodStats {
         }
     }
 
+    /// This thread's counts, unless monitoring is off.
+    fn local(&self) -> Option<&Counts> {
+        (!self.off).then(|| self.counts.local())
+    }
+
     /// A request for this method arrived (before any refusal).
     pub fn received(&self) {
-        if self.off {
-            return;
+        if let Some(c) = self.local() {
+            c.requests.fetch_add(1, Relaxed);
         }
-        self.requests.fetch_add(1, Relaxed);
     }
 
     /// The handler ran (to its end or to the deadline) for `ns`.
     pub fn handled(&self, ns: u64) {
-        if self.off {
-            return;
+        if let Some(c) = self.local() {
+            c.handled.fetch_add(1, Relaxed);
+            c.latency.record(ns);
         }
-        self.handled.fetch_add(1, Relaxed);
-        self.latency.record(ns);
     }
 
     /// The limiter admitted the request (`true`) or rejected it (only counted when there
     /// is a limiter).
     pub fn limited(&self, admitted: bool) {
-        if self.off {
-            return;
+        if let Some(c) = self.local() {
+            let counter = if admitted {
+                &c.limiter_admitted
+            } else {
+                &c.limiter_rejected
+            };
+            counter.fetch_add(1, Relaxed);
         }
-        let counter = if admitted {
-            &self.limiter_admitted
-        } else {
-            &self.limiter_rejected
-        };
-        counter.fetch_add(1, Relaxed);
     }
 
     /// The request was answered: success, or the error class of the answer.
     pub fn answered(&self, error: Option<ErrorClass>) {
-        if self.off {
-            return;
+        if let Some(c) = self.local() {
+            match error {
+                None => c.ok.fetch_add(1, Relaxed),
+                Some(class) => c.errors[class as usize - 1].fetch_add(1, Relaxed),
+            };
         }
-        match error {
-            None => self.ok.fetch_add(1, Relaxed),
-            Some(class) => self.errors[class as usize - 1].fetch_add(1, Relaxed),
-        };
     }
 
-    /// A snapshot, with the guard's in-flight and most-at-once counts.
+    /// A snapshot (every thread's share added up), with the guard's in-flight and
+    /// most-at-once counts.
     pub fn view(&self, service: &str, method: &str, in_flight: u32, max_seen: u32) -> MethodView {
+        let sum = |which: fn(&Counts) -> &AtomicU64| -> u64 {
+            self.counts.each().map(|c| which(c).load(Relaxed)).sum()
+        };
         let errors: BTreeMap<String, u64> = ErrorClass::ALL
             .iter()
-            .zip(&self.errors)
-            .map(|(class, n)| (class.as_str().to_string(), n.load(Relaxed)))
+            .enumerate()
+            .map(|(i, class)| {
+                let n: u64 = self.counts.each().map(|c| c.errors[i].load(Relaxed)).sum();
+                (class.as_str().to_string(), n)
+            })
             .filter(|(_, n)| *n > 0)
             .collect();
-        let l = self.latency.snapshot();
+        let latency = Latency::merged(self.counts.each().map(|c| &c.latency));
+        let l = latency.snapshot();
         MethodView {
             service: service.to_string(),
             method: method.to_string(),
-            requests: self.requests.load(Relaxed),
-            handled: self.handled.load(Relaxed),
-            ok: self.ok.load(Relaxed),
+            requests: sum(|c| &c.requests),
+            handled: sum(|c| &c.handled),
+            ok: sum(|c| &c.ok),
             errors,
             in_flight,
             max_concurrency_seen: max_seen,
@@ -101,9 +119,9 @@ impl MethodStats {
             p50_ns: l.p50_ns,
             p99_ns: l.p99_ns,
             max_latency_ns: l.max_ns,
-            latency_histogram: self.latency.exported(),
-            limiter_admitted: self.limiter_admitted.load(Relaxed),
-            limiter_rejected: self.limiter_rejected.load(Relaxed),
+            latency_histogram: latency.exported(),
+            limiter_admitted: sum(|c| &c.limiter_admitted),
+            limiter_rejected: sum(|c| &c.limiter_rejected),
             repeats_answered: 0,
         }
     }
@@ -203,6 +221,31 @@ mod tests {
         assert_eq!((v.in_flight, v.max_concurrency_seen), (1, 4));
         assert_eq!(v.max_latency_ns, 3_000);
         assert_eq!(v.mean_latency_ns, 2_000);
+    }
+
+    #[test]
+    fn counts_from_many_threads_add_up() {
+        let s = MethodStats::default();
+        std::thread::scope(|scope| {
+            for t in 1..=4u64 {
+                let s = &s;
+                scope.spawn(move || {
+                    for _ in 0..50 {
+                        s.received();
+                        s.handled(t * 1_000);
+                        s.answered(None);
+                    }
+                    s.answered(Some(ErrorClass::Internal));
+                });
+            }
+        });
+        let v = s.view("s", "m", 0, 0);
+        assert_eq!((v.requests, v.handled, v.ok), (200, 200, 200));
+        assert_eq!(v.errors.get("internal"), Some(&4));
+        assert_eq!(v.latency_histogram.count, 200);
+        assert_eq!(v.mean_latency_ns, 2_500);
+        assert_eq!(v.max_latency_ns, 4_000);
+        assert!((1_000..=4_000).contains(&v.ewma_latency_ns), "{v:?}");
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! outcome by class and its latency, in `pipeline.rs`), each retry, failover and hedge
 //! sent, each one the retry budget refused. One set per method policy (a declared
 //! method's own, `*` for every other name: bounded, never created by a call), kept across
-//! swaps; relaxed atomics and the project's one histogram, so counting costs a few adds.
+//! swaps; relaxed atomics and the project's one histogram, kept per thread, so counting
+//! costs a few adds to lines the core already holds.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use axle_core::latency::{Exported, Latency};
+use axle_core::striped::Striped;
 use axle_transport::TransportError;
 use axle_wire::ErrorClass;
 
@@ -52,6 +54,14 @@ pub struct CallCounters {
     /// `monitor = false`: nothing is counted (set when the policy is resolved; one load
     /// and one branch per count).
     off: AtomicBool,
+    /// Kept per thread: every call of the method writes them, from every core
+    /// (`axle_core::striped`).
+    counts: Striped<Counts>,
+}
+
+/// One thread's share of a method's counts.
+#[derive(Default)]
+struct Counts {
     calls: AtomicU64,
     ok: AtomicU64,
     errors: [AtomicU64; CLASSES.len()],
@@ -102,10 +112,10 @@ impl CallCounters {
         self.off.store(!on, Relaxed);
     }
 
-    /// Adds one to `counter` unless monitoring is off.
-    fn add(&self, counter: &AtomicU64) {
+    /// Adds one to the counter `which` picks unless monitoring is off.
+    fn add(&self, which: impl FnOnce(&Counts) -> &AtomicU64) {
         if !self.off.load(Relaxed) {
-            counter.fetch_add(1, Relaxed);
+            which(self.counts.local()).fetch_add(1, Relaxed);
         }
     }
 
@@ -114,62 +124,65 @@ impl CallCounters {
         if self.off.load(Relaxed) {
             return;
         }
-        self.calls.fetch_add(1, Relaxed);
-        self.latency.record(ns);
+        let c = self.counts.local();
+        c.calls.fetch_add(1, Relaxed);
+        c.latency.record(ns);
         match result {
-            Ok(_) => self.ok.fetch_add(1, Relaxed),
-            Err(e) => self.errors[class_index(e)].fetch_add(1, Relaxed),
+            Ok(_) => c.ok.fetch_add(1, Relaxed),
+            Err(e) => c.errors[class_index(e)].fetch_add(1, Relaxed),
         };
     }
 
     pub fn retried(&self) {
-        self.add(&self.retries);
+        self.add(|c| &c.retries);
     }
 
     pub fn failed_over(&self) {
-        self.add(&self.failovers);
+        self.add(|c| &c.failovers);
     }
 
     pub fn hedged(&self) {
-        self.add(&self.hedges);
+        self.add(|c| &c.hedges);
     }
 
     pub fn budget_refused(&self) {
-        self.add(&self.budget_refused);
+        self.add(|c| &c.budget_refused);
     }
 
     pub fn fell_back(&self) {
-        self.add(&self.fallbacks);
+        self.add(|c| &c.fallbacks);
     }
 
     /// The result cache answered (`true`) or did not.
     pub fn cache(&self, hit: bool) {
-        self.add(if hit {
-            &self.cache_hits
-        } else {
-            &self.cache_misses
-        });
+        self.add(|c| if hit { &c.cache_hits } else { &c.cache_misses });
     }
 
-    /// The counters now.
+    /// The counters now (every thread's share added up).
     pub fn counts(&self) -> CallCounts {
+        let sum = |which: fn(&Counts) -> &AtomicU64| -> u64 {
+            self.counts.each().map(|c| which(c).load(Relaxed)).sum()
+        };
         CallCounts {
-            calls: self.calls.load(Relaxed),
-            ok: self.ok.load(Relaxed),
+            calls: sum(|c| &c.calls),
+            ok: sum(|c| &c.ok),
             errors: CLASSES
                 .iter()
-                .zip(&self.errors)
-                .map(|(class, n)| (class.to_string(), n.load(Relaxed)))
+                .enumerate()
+                .map(|(i, class)| {
+                    let n: u64 = self.counts.each().map(|c| c.errors[i].load(Relaxed)).sum();
+                    (class.to_string(), n)
+                })
                 .filter(|(_, n)| *n > 0)
                 .collect(),
-            retries: self.retries.load(Relaxed),
-            failovers: self.failovers.load(Relaxed),
-            hedges: self.hedges.load(Relaxed),
-            retry_budget_refused: self.budget_refused.load(Relaxed),
-            fallbacks: self.fallbacks.load(Relaxed),
-            cache_hits: self.cache_hits.load(Relaxed),
-            cache_misses: self.cache_misses.load(Relaxed),
-            latency_histogram: self.latency.exported(),
+            retries: sum(|c| &c.retries),
+            failovers: sum(|c| &c.failovers),
+            hedges: sum(|c| &c.hedges),
+            retry_budget_refused: sum(|c| &c.budget_refused),
+            fallbacks: sum(|c| &c.fallbacks),
+            cache_hits: sum(|c| &c.cache_hits),
+            cache_misses: sum(|c| &c.cache_misses),
+            latency_histogram: Latency::merged(self.counts.each().map(|c| &c.latency)).exported(),
         }
     }
 }
@@ -222,6 +235,30 @@ mod tests {
         assert_eq!(n.retry_budget_refused, 1);
         assert_eq!(n.latency_histogram.count, 2);
         assert_eq!(n.latency_histogram.sum_ns, 4_000);
+    }
+
+    #[test]
+    fn counts_from_many_threads_add_up() {
+        let c = CallCounters::default();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let c = &c;
+                s.spawn(move || {
+                    for _ in 0..100 {
+                        c.ended::<()>(&Ok(()), 1_000 * (t + 1));
+                    }
+                    c.ended::<()>(&Err(CallError::Decode("d".into())), 1);
+                });
+            }
+        });
+        let n = c.counts();
+        assert_eq!((n.calls, n.ok), (404, 400));
+        assert_eq!(n.errors.get("bad_response"), Some(&4));
+        assert_eq!(n.latency_histogram.count, 404);
+        assert_eq!(
+            n.latency_histogram.sum_ns,
+            100 * (1 + 2 + 3 + 4) * 1_000 + 4
+        );
     }
 
     #[test]
