@@ -340,30 +340,34 @@ impl Client {
                 return (Err(CallError::Transport(TransportError::Timeout)), now);
             }
             attempt.sent(now);
-            let ep = attempt.ep.clone();
+            // Borrowed, not cloned: the attempt holds the endpoint to the end, and a clone
+            // is a write to a count that every core's calls write.
+            let ep = &attempt.ep;
             let number = call
                 .attempts
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 + 1;
             let span_id = crate::trace::span_id();
-            let span = crate::trace::attempt_span(call, &ep, number, &span_id);
-            let result = stages::send::send(&ep, call, call.deadline - now, span_id)
+            let span = crate::trace::attempt_span(call, ep, number, &span_id);
+            let result = stages::send::send(ep, call, call.deadline - now, span_id)
                 .instrument(span.clone())
                 .await;
             crate::trace::ended(&span, &result);
             let ended = Instant::now();
-            match attempt.finish(&call.policy.selector, &result, ended) {
+            let finding = attempt.finish(&call.policy.selector, &result, ended);
+            let ep = &attempt.ep;
+            match finding {
                 Finding::Nothing => {}
                 // Rare (once per endpoint going down): out of rotation before the next pick,
                 // and re-dialled until it answers again.
                 Finding::Unreachable => {
                     self.state.publish();
                     self.state
-                        .event(&ep, crate::health::HealthChange::Unreachable);
-                    crate::health::redial::start(&self.state, &ep);
+                        .event(ep, crate::health::HealthChange::Unreachable);
+                    crate::health::redial::start(&self.state, ep);
                 }
                 // Stopping (or shedding this connection): a fresh connection tells which.
-                Finding::GoingAway => crate::health::redial::start(&self.state, &ep),
+                Finding::GoingAway => crate::health::redial::start(&self.state, ep),
             }
             (result, ended)
         }

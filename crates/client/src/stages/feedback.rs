@@ -59,13 +59,15 @@ impl Attempt {
 
     /// Records the outcome, `now` being when it came (the one clock reading for the
     /// latency, the breaker's slow-call check and the facts' window): the endpoint's
-    /// breaker, its facts, the selector.
+    /// breaker, its facts, the selector. Once: the attempt holds nothing after it, only
+    /// the endpoint.
     pub fn finish(
-        mut self,
+        &mut self,
         selector: &SelectorPlugin,
         result: &Result<Reply, CallError>,
         now: Instant,
     ) -> Finding {
+        debug_assert!(!self.settled, "an attempt finishes once");
         self.settled = true;
         let ep = &self.ep;
         let elapsed = self
