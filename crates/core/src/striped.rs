@@ -16,7 +16,7 @@
 //! copy still count right (every copy is written with atomics), they only wait for each
 //! other as every thread did before.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::OnceLock;
 
 /// The most copies a striped value keeps (each made only when a thread writes it).
@@ -58,6 +58,11 @@ impl<T> Striped<T> {
             .iter()
             .filter_map(|s| s.get().map(|line| &line.0))
     }
+
+    /// One counter of the copies, added up.
+    pub fn sum(&self, counter: impl Fn(&T) -> &AtomicU64) -> u64 {
+        self.each().map(|c| counter(c).load(Relaxed)).sum()
+    }
 }
 
 /// How many copies a striped value has: twice the cores, as a power of two.
@@ -82,7 +87,6 @@ fn thread_number() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicU64;
 
     #[test]
     fn copies_are_made_by_the_threads_that_write_and_sum_to_every_write() {
@@ -97,8 +101,7 @@ mod tests {
                 });
             }
         });
-        let sum: u64 = count.each().map(|c| c.load(Relaxed)).sum();
-        assert_eq!(sum, 8_000);
+        assert_eq!(count.sum(|c| c), 8_000);
         let made = count.each().count();
         assert!((1..=8).contains(&made), "{made} copies for 8 threads");
     }

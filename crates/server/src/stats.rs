@@ -91,15 +91,14 @@ impl MethodStats {
     /// A snapshot (every thread's share added up), with the guard's in-flight and
     /// most-at-once counts.
     pub fn view(&self, service: &str, method: &str, in_flight: u32, max_seen: u32) -> MethodView {
-        let sum = |which: fn(&Counts) -> &AtomicU64| -> u64 {
-            self.counts.each().map(|c| which(c).load(Relaxed)).sum()
-        };
         let errors: BTreeMap<String, u64> = ErrorClass::ALL
             .iter()
             .enumerate()
             .map(|(i, class)| {
-                let n: u64 = self.counts.each().map(|c| c.errors[i].load(Relaxed)).sum();
-                (class.as_str().to_string(), n)
+                (
+                    class.as_str().to_string(),
+                    self.counts.sum(|c| &c.errors[i]),
+                )
             })
             .filter(|(_, n)| *n > 0)
             .collect();
@@ -108,9 +107,9 @@ impl MethodStats {
         MethodView {
             service: service.to_string(),
             method: method.to_string(),
-            requests: sum(|c| &c.requests),
-            handled: sum(|c| &c.handled),
-            ok: sum(|c| &c.ok),
+            requests: self.counts.sum(|c| &c.requests),
+            handled: self.counts.sum(|c| &c.handled),
+            ok: self.counts.sum(|c| &c.ok),
             errors,
             in_flight,
             max_concurrency_seen: max_seen,
@@ -120,8 +119,8 @@ impl MethodStats {
             p99_ns: l.p99_ns,
             max_latency_ns: l.max_ns,
             latency_histogram: latency.exported(),
-            limiter_admitted: sum(|c| &c.limiter_admitted),
-            limiter_rejected: sum(|c| &c.limiter_rejected),
+            limiter_admitted: self.counts.sum(|c| &c.limiter_admitted),
+            limiter_rejected: self.counts.sum(|c| &c.limiter_rejected),
             repeats_answered: 0,
         }
     }

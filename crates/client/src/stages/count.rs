@@ -160,28 +160,22 @@ impl CallCounters {
 
     /// The counters now (every thread's share added up).
     pub fn counts(&self) -> CallCounts {
-        let sum = |which: fn(&Counts) -> &AtomicU64| -> u64 {
-            self.counts.each().map(|c| which(c).load(Relaxed)).sum()
-        };
         CallCounts {
-            calls: sum(|c| &c.calls),
-            ok: sum(|c| &c.ok),
+            calls: self.counts.sum(|c| &c.calls),
+            ok: self.counts.sum(|c| &c.ok),
             errors: CLASSES
                 .iter()
                 .enumerate()
-                .map(|(i, class)| {
-                    let n: u64 = self.counts.each().map(|c| c.errors[i].load(Relaxed)).sum();
-                    (class.to_string(), n)
-                })
+                .map(|(i, class)| (class.to_string(), self.counts.sum(|c| &c.errors[i])))
                 .filter(|(_, n)| *n > 0)
                 .collect(),
-            retries: sum(|c| &c.retries),
-            failovers: sum(|c| &c.failovers),
-            hedges: sum(|c| &c.hedges),
-            retry_budget_refused: sum(|c| &c.budget_refused),
-            fallbacks: sum(|c| &c.fallbacks),
-            cache_hits: sum(|c| &c.cache_hits),
-            cache_misses: sum(|c| &c.cache_misses),
+            retries: self.counts.sum(|c| &c.retries),
+            failovers: self.counts.sum(|c| &c.failovers),
+            hedges: self.counts.sum(|c| &c.hedges),
+            retry_budget_refused: self.counts.sum(|c| &c.budget_refused),
+            fallbacks: self.counts.sum(|c| &c.fallbacks),
+            cache_hits: self.counts.sum(|c| &c.cache_hits),
+            cache_misses: self.counts.sum(|c| &c.cache_misses),
             latency_histogram: Latency::merged(self.counts.each().map(|c| &c.latency)).exported(),
         }
     }
