@@ -2,7 +2,7 @@
 //!
 //! A counter every request adds to (a method's calls, its latency histogram, a breaker's
 //! window count) is one cache line written by every core: each add waits for the line to
-//! come over from the core that wrote it last, 50–100 ns on this project's bench machine
+//! come over from the core that wrote it last, 50–150 ns on this project's bench machine
 //! against a few for a line the core already holds (`docs/performance.md`, "Counts
 //! written by every core"). A [`Striped`] value has one copy per thread instead, on a
 //! line of its own, made on that thread's first write; readers (people, `/metrics`, a

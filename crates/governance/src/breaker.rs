@@ -124,11 +124,11 @@ pub struct Breaker {
     /// Consecutive failures (reset by a success).
     consecutive: AtomicU32,
     /// Calls in the current window: written by every call that ends, from every core, so
-    /// on a cache line of its own. Beside the fields every call only reads (`closed`,
-    /// `consecutive`, the config), each write took their line from the other cores too,
-    /// and a call's reads missed (`docs/performance.md`, "Shared counts").
-    /// Calls recorded in the window, kept per thread: every call adds to it, from every
-    /// core (`axle_core::striped`); summed only when a failure or a slow call is judged.
+    /// kept per thread (`axle_core::striped`) and added up only when a failure or a slow
+    /// call is judged. One count on one line made every call wait for that line, and
+    /// beside the fields every call only reads (`closed`, `consecutive`, the config) it
+    /// made their reads miss too (`docs/performance.md`, "Shared counts", "Counts written
+    /// by every core").
     total: Striped<AtomicU32>,
     state: Mutex<State>,
     opened: AtomicU64,
