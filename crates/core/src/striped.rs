@@ -59,6 +59,11 @@ impl<T> Striped<T> {
             .filter_map(|s| s.get().map(|line| &line.0))
     }
 
+    /// How many copies it can have (one per thread number, modulo this).
+    pub fn copies(&self) -> usize {
+        self.stripes.len()
+    }
+
     /// One counter of the copies, added up.
     pub fn sum(&self, counter: impl Fn(&T) -> &AtomicU64) -> u64 {
         self.each().map(|c| counter(c).load(Relaxed)).sum()

@@ -4,21 +4,34 @@
 //! steady state allocates none. A slot is only given back when the call holds the last
 //! reference to it (the reader delivered and let go, or the waiter was removed from the
 //! pending table), so a late delivery can never land in another call's slot.
+//!
+//! The pool keeps its spare slots per thread (`axle_core::striped`): a slot goes back to
+//! the thread its call ended on and is taken again by a call that thread sends, so the
+//! slot's line and the list's are that core's own. One list under one lock was written by
+//! every call on every core, twice a call (`docs/performance.md`, "Spare answer slots per
+//! thread"). A thread whose list is empty takes half of another's: calls often end on
+//! another core than the one they were sent from (the reader's), so slots drift towards
+//! it, and taking them back in halves keeps that a rare, batched move, not an allocation.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::task::{Context, Poll, Waker};
 
+use axle_core::striped::Striped;
 use axle_wire::Frame;
 
 use crate::TransportError;
 
 type Outcome = Result<Frame, TransportError>;
 
-/// Slots kept for reuse at most per connection: more than this many calls in flight at
-/// once allocate beyond it, and those slots are freed when done.
+/// Slots kept for reuse at most per connection, shared out among its threads' lists
+/// (at least [`THREAD_MIN`] each): more calls in flight at once allocate beyond it, and
+/// those slots are freed when done.
 const POOL_MAX: usize = 1024;
+
+/// The fewest spare slots a thread's list keeps, however many threads share the pool.
+const THREAD_MIN: usize = 64;
 
 // The answer is kept inline: the slot is allocated once and reused, and boxing the frame
 // would put back the allocation per request this file exists to remove.
@@ -39,15 +52,20 @@ impl Slot {
     }
 }
 
-/// A connection's spare slots.
+/// A connection's spare slots, a list per thread.
 #[derive(Default)]
-pub(crate) struct Pool(Mutex<Vec<Arc<Slot>>>);
+pub(crate) struct Pool(Striped<Mutex<Vec<Arc<Slot>>>>);
+
+fn lock(spares: &Mutex<Vec<Arc<Slot>>>) -> MutexGuard<'_, Vec<Arc<Slot>>> {
+    spares.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 impl Pool {
     /// A fresh slot (reused when one is spare) and its two ends.
     pub(crate) fn pair(&self) -> (Sender, Answer<'_>) {
-        let spare = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let slot = spare.unwrap_or_else(|| Arc::new(Slot(Mutex::new(State::Waiting(None)))));
+        let slot = self
+            .spare()
+            .unwrap_or_else(|| Arc::new(Slot(Mutex::new(State::Waiting(None)))));
         let sender = Sender(Some(slot.clone()));
         (
             sender,
@@ -56,6 +74,41 @@ impl Pool {
                 pool: self,
             },
         )
+    }
+
+    /// A spare slot: this thread's, else half of the first other list that has any.
+    /// Another list is only tried, never waited for: its thread may be doing the same
+    /// with this one.
+    fn spare(&self) -> Option<Arc<Slot>> {
+        let local = self.0.local();
+        let mut own = lock(local);
+        if let Some(slot) = own.pop() {
+            return Some(slot);
+        }
+        for other in self.0.each().filter(|other| !std::ptr::eq(*other, local)) {
+            let mut other = match other.try_lock() {
+                Ok(other) => other,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => continue,
+            };
+            let from = other.len() / 2;
+            own.extend(other.drain(from..));
+            drop(other);
+            if let Some(slot) = own.pop() {
+                return Some(slot);
+            }
+        }
+        None
+    }
+
+    /// Keeps `slot` (emptied, no other holder) for this thread's next call, unless its
+    /// list is full.
+    fn give_back(&self, slot: Arc<Slot>) {
+        let keep = (POOL_MAX / self.0.copies()).max(THREAD_MIN);
+        let mut own = lock(self.0.local());
+        if own.len() < keep {
+            own.push(slot);
+        }
     }
 }
 
@@ -135,10 +188,7 @@ impl Drop for Answer<'_> {
         // The last holder: nothing can deliver into it any more, so it can serve again.
         if Arc::strong_count(&slot) == 1 {
             *slot.state() = State::Waiting(None);
-            let mut spare = self.pool.0.lock().unwrap_or_else(|e| e.into_inner());
-            if spare.len() < POOL_MAX {
-                spare.push(slot);
-            }
+            self.pool.give_back(slot);
         }
     }
 }
@@ -146,6 +196,7 @@ impl Drop for Answer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axle_core::striped::MAX_STRIPES;
     use axle_wire::Kind;
 
     fn frame(id: u64) -> Frame {
@@ -211,5 +262,63 @@ mod tests {
             *rx2.slot.as_ref().unwrap().state(),
             State::Waiting(None)
         ));
+    }
+
+    /// Calls on one thread, each delivered and finished there: its slots go to its list.
+    /// The slots' addresses, in the order they were given back.
+    fn finish_on_this_thread(pool: &Pool, calls: usize) -> Vec<usize> {
+        let pairs: Vec<_> = (0..calls).map(|_| pool.pair()).collect();
+        let mut slots = Vec::new();
+        for (tx, rx) in pairs {
+            slots.push(Arc::as_ptr(rx.slot.as_ref().expect("slot")) as usize);
+            tx.send(Ok(frame(1)));
+            drop(rx);
+        }
+        slots
+    }
+
+    #[test]
+    fn a_thread_with_no_spares_takes_half_of_another_threads() {
+        let pool = Pool::default();
+        // On a thread whose list is not this one's (threads share a list when their numbers
+        // do modulo the lists: try threads until one does not).
+        let mine = pool.0.local() as *const _ as usize;
+        let given_back = std::iter::repeat_with(|| {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    (pool.0.local() as *const _ as usize != mine)
+                        .then(|| finish_on_this_thread(&pool, 8))
+                })
+                .join()
+                .expect("thread")
+            })
+        })
+        .take(2 * MAX_STRIPES)
+        .find_map(|given_back| given_back)
+        .expect("a thread with a list of its own");
+        assert_eq!(pool.0.each().map(|l| lock(l).len()).sum::<usize>(), 8);
+        // This thread's list is empty: its first call takes half of the other's (the last
+        // given back, which it uses at once), not a new slot.
+        let (tx, rx) = pool.pair();
+        let taken = Arc::as_ptr(rx.slot.as_ref().expect("slot")) as usize;
+        assert!(given_back.contains(&taken));
+        assert_eq!(lock(pool.0.local()).len(), 3, "half taken, one in use");
+        let others: usize = pool
+            .0
+            .each()
+            .filter(|l| !std::ptr::eq(*l, pool.0.local()))
+            .map(|l| lock(l).len())
+            .sum();
+        assert_eq!(others, 4, "half left where it was");
+        drop(tx);
+        drop(rx);
+    }
+
+    #[test]
+    fn a_thread_keeps_at_most_its_share_of_spares() {
+        let pool = Pool::default();
+        let keep = (POOL_MAX / pool.0.copies()).max(THREAD_MIN);
+        finish_on_this_thread(&pool, keep + 10);
+        assert_eq!(lock(pool.0.local()).len(), keep);
     }
 }
