@@ -46,8 +46,15 @@ impl<T: Default> Striped<T> {
     /// This thread's copy, made on its first use.
     #[inline]
     pub fn local(&self) -> &T {
+        self.local_numbered().1
+    }
+
+    /// This thread's copy and its number (below [`Striped::copies`]), for a value that
+    /// names the copy it was made in ([`Striped::get`] finds it again).
+    #[inline]
+    pub fn local_numbered(&self) -> (usize, &T) {
         let i = thread_number() & (self.stripes.len() - 1);
-        &self.stripes[i].get_or_init(Box::default).0
+        (i, &self.stripes[i].get_or_init(Box::default).0)
     }
 }
 
@@ -57,6 +64,11 @@ impl<T> Striped<T> {
         self.stripes
             .iter()
             .filter_map(|s| s.get().map(|line| &line.0))
+    }
+
+    /// Copy number `i`, if a thread made it.
+    pub fn get(&self, i: usize) -> Option<&T> {
+        self.stripes.get(i)?.get().map(|line| &line.0)
     }
 
     /// How many copies it can have (one per thread number, modulo this).

@@ -55,8 +55,8 @@ impl Shared {
     /// Removes the waiter of `id`. A connection told to go away is closed once nothing
     /// waits on it any more.
     fn take(&self, id: u64) -> Option<Waiter> {
-        let (waiter, empty) = self.pending.remove(id);
-        if empty {
+        let waiter = self.pending.remove(id);
+        if self.draining.load(Relaxed) && self.pending.is_empty() {
             self.close_if_drained();
         }
         waiter
@@ -105,7 +105,6 @@ impl Shared {
 pub struct Connection {
     shared: Arc<Shared>,
     tx: mpsc::Sender<Frame>,
-    next_id: AtomicU64,
     limits: Limits,
 }
 
@@ -348,7 +347,6 @@ impl Connection {
         Arc::new(Connection {
             shared,
             tx,
-            next_id: AtomicU64::new(1),
             limits,
         })
     }
@@ -517,9 +515,8 @@ impl Connection {
     /// Past `deadline` the connection's timer fails the call with a timeout and cancels
     /// it at the peer (`pending.rs`).
     fn expect_answer(&self, deadline: Option<Instant>) -> (u64, Answer<'_>) {
-        let id = self.next_id.fetch_add(1, Relaxed);
         let (tx, rx) = self.shared.answers.pair();
-        self.shared.pending.insert(id, tx, deadline);
+        let id = self.shared.pending.insert(tx, deadline);
         (id, rx)
     }
 

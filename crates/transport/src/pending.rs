@@ -15,6 +15,7 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
+use axle_core::striped::{Striped, MAX_STRIPES};
 use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 
@@ -22,6 +23,9 @@ use crate::answer;
 
 /// Where a call's answer is delivered.
 pub(crate) type Waiter = answer::Sender;
+
+/// The low bits of a call's id that name the table it is in.
+const TABLE_BITS: u32 = MAX_STRIPES.trailing_zeros();
 
 struct Entry {
     waiter: Waiter,
@@ -37,61 +41,82 @@ struct Calls {
     /// No later than the earliest deadline of any entry: exact when set, early once the
     /// call it was for has finished. `None` when no entry has a deadline.
     earliest: Option<Instant>,
+    /// The last id given here, without the table's number.
+    last: u64,
 }
 
-/// The table of calls waiting on one connection.
+/// The calls waiting on one connection: a table per thread that sends (`axle_core::
+/// striped`), each under its own lock. A call is entered in the table of the thread that
+/// sends it, and its id carries that table's number in its low bits, so the reader finds
+/// it again. One table under one lock was written by every call from every core, by the
+/// caller and again by the reader (`docs/performance.md`, "A table of calls per thread");
+/// now a call sent from the reader's core stays on that core's lines.
 #[derive(Default)]
 pub(crate) struct Pending {
-    calls: Mutex<Calls>,
-    /// Told when a call's deadline comes before the one the timer is set for.
+    tables: Striped<Mutex<Calls>>,
+    /// Told when a call's deadline comes before the one its table had.
     earlier: Notify,
 }
 
-impl Pending {
-    fn lock(&self) -> MutexGuard<'_, Calls> {
-        self.calls.lock().unwrap_or_else(|e| e.into_inner())
-    }
+fn lock(table: &Mutex<Calls>) -> MutexGuard<'_, Calls> {
+    table.lock().unwrap_or_else(|e| e.into_inner())
+}
 
-    /// Adds the call `id`, to be failed with a timeout at `deadline` if it is still here.
-    pub(crate) fn insert(&self, id: u64, waiter: Waiter, deadline: Option<Instant>) {
-        let earlier = {
-            let mut calls = self.lock();
+impl Pending {
+    /// Enters a call, to be failed with a timeout at `deadline` if it is still here; with
+    /// its id (never 0).
+    pub(crate) fn insert(&self, waiter: Waiter, deadline: Option<Instant>) -> u64 {
+        let (number, table) = self.tables.local_numbered();
+        let (id, earlier) = {
+            let mut calls = lock(table);
+            calls.last += 1;
+            let id = (calls.last << TABLE_BITS) | number as u64;
             calls.entries.insert(id, Entry { waiter, deadline });
-            match (deadline, calls.earliest) {
+            let earlier = match (deadline, calls.earliest) {
                 (Some(d), Some(at)) if d >= at => false,
                 (Some(d), _) => {
                     calls.earliest = Some(d);
                     true
                 }
                 (None, _) => false,
-            }
+            };
+            (id, earlier)
         };
         if earlier {
             // Stored when the timer is not waiting: it sees it on its next wait.
             self.earlier.notify_one();
         }
+        id
     }
 
-    /// Removes the call `id`; also says whether the table is empty after it.
-    pub(crate) fn remove(&self, id: u64) -> (Option<Waiter>, bool) {
-        let mut calls = self.lock();
-        let waiter = calls.entries.remove(&id).map(|e| e.waiter);
-        (waiter, calls.entries.is_empty())
+    /// Removes the call `id` (an id this side never gave finds nothing).
+    pub(crate) fn remove(&self, id: u64) -> Option<Waiter> {
+        let table = self.tables.get((id & (MAX_STRIPES as u64 - 1)) as usize)?;
+        lock(table).entries.remove(&id).map(|e| e.waiter)
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.tables.each().map(|t| lock(t).entries.len()).sum()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.lock().entries.is_empty()
+        self.tables.each().all(|t| lock(t).entries.is_empty())
     }
 
     /// Removes every call.
     pub(crate) fn drain(&self) -> Vec<Waiter> {
-        let mut calls = self.lock();
-        calls.earliest = None;
-        calls.entries.drain().map(|(_, e)| e.waiter).collect()
+        let mut all = Vec::new();
+        for table in self.tables.each() {
+            let mut calls = lock(table);
+            calls.earliest = None;
+            all.extend(calls.entries.drain().map(|(_, e)| e.waiter));
+        }
+        all
+    }
+
+    /// The earliest deadline of any table (early, as each table's is).
+    fn earliest(&self) -> Option<Instant> {
+        self.tables.each().filter_map(|t| lock(t).earliest).min()
     }
 
     /// Waits until a deadline passes, then removes and returns the calls past theirs
@@ -99,8 +124,7 @@ impl Pending {
     /// the wait ends.
     pub(crate) async fn expired(&self) -> Vec<(u64, Waiter)> {
         loop {
-            let at = self.lock().earliest;
-            match at {
+            match self.earliest() {
                 None => self.earlier.notified().await,
                 Some(at) => {
                     tokio::select! {
@@ -116,19 +140,24 @@ impl Pending {
         }
     }
 
-    /// Removes the calls whose deadline is `now` or before, and sets the earliest to the
-    /// earliest left. Nothing to do (and no walk of the table) before the earliest.
+    /// Removes the calls whose deadline is `now` or before, and sets each table's earliest
+    /// to the earliest left in it. Nothing to do (and no walk) in a table before its
+    /// earliest.
     fn take_due(&self, now: Instant) -> Vec<(u64, Waiter)> {
-        let mut calls = self.lock();
-        if calls.earliest.is_none_or(|at| at > now) {
-            return Vec::new();
+        let mut taken = Vec::new();
+        for table in self.tables.each() {
+            let mut calls = lock(table);
+            if calls.earliest.is_none_or(|at| at > now) {
+                continue;
+            }
+            taken.extend(
+                calls
+                    .entries
+                    .extract_if(|_, e| e.deadline.is_some_and(|d| d <= now))
+                    .map(|(id, e)| (id, e.waiter)),
+            );
+            calls.earliest = calls.entries.values().filter_map(|e| e.deadline).min();
         }
-        let taken = calls
-            .entries
-            .extract_if(|_, e| e.deadline.is_some_and(|d| d <= now))
-            .map(|(id, e)| (id, e.waiter))
-            .collect();
-        calls.earliest = calls.entries.values().filter_map(|e| e.deadline).min();
         taken
     }
 }
@@ -148,27 +177,75 @@ mod tests {
         let pending = Pending::default();
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        pending.insert(1, waiter(&pool), Some(t0 + ms(30)));
-        pending.insert(2, waiter(&pool), Some(t0 + ms(10)));
-        pending.insert(3, waiter(&pool), None);
-        pending.insert(4, waiter(&pool), Some(t0 + ms(20)));
-        assert_eq!(pending.lock().earliest, Some(t0 + ms(10)));
+        let first = pending.insert(waiter(&pool), Some(t0 + ms(30)));
+        let second = pending.insert(waiter(&pool), Some(t0 + ms(10)));
+        let heartbeat = pending.insert(waiter(&pool), None);
+        let fourth = pending.insert(waiter(&pool), Some(t0 + ms(20)));
+        assert_eq!(pending.earliest(), Some(t0 + ms(10)));
 
         assert!(pending.take_due(t0 + ms(5)).is_empty());
         let mut due: Vec<u64> = pending.take_due(t0 + ms(20)).iter().map(|d| d.0).collect();
         due.sort_unstable();
-        assert_eq!(due, [2, 4]);
-        assert_eq!(pending.lock().earliest, Some(t0 + ms(30)));
+        let mut expected = [second, fourth];
+        expected.sort_unstable();
+        assert_eq!(due, expected);
+        assert_eq!(pending.earliest(), Some(t0 + ms(30)));
         assert_eq!(pending.len(), 2);
 
         // A finished call leaves the earliest early: the next look finds nothing due,
         // and the earliest goes to what is left (none with a deadline).
-        assert!(pending.remove(1).0.is_some());
+        assert!(pending.remove(first).is_some());
         assert!(pending.take_due(t0 + ms(40)).is_empty());
-        assert_eq!(pending.lock().earliest, None);
+        assert_eq!(pending.earliest(), None);
         assert_eq!(pending.len(), 1);
-        let (heartbeat, empty) = pending.remove(3);
-        assert!(heartbeat.is_some() && empty);
+        assert!(pending.remove(heartbeat).is_some());
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn calls_sent_from_other_threads_are_found_by_their_ids_and_timed_out_together() {
+        let pool = answer::Pool::default();
+        let pending = Pending::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // Eight threads, two calls each: one due at 10 ms, one at 60 s.
+        let ids: Vec<(u64, u64)> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        let soon = pending.insert(waiter(&pool), Some(t0 + ms(10)));
+                        let late = pending.insert(waiter(&pool), Some(t0 + ms(60_000)));
+                        (soon, late)
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().expect("thread")).collect()
+        });
+        let mut all: Vec<u64> = ids.iter().flat_map(|(a, b)| [*a, *b]).collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 16, "every id is different");
+        assert!(!all.contains(&0), "no call is id 0");
+        assert_eq!(pending.len(), 16);
+        assert_eq!(pending.earliest(), Some(t0 + ms(10)));
+
+        // The timer takes every call past its deadline, whichever thread sent it.
+        let mut due: Vec<u64> = pending.take_due(t0 + ms(10)).iter().map(|d| d.0).collect();
+        due.sort_unstable();
+        let mut soon: Vec<u64> = ids.iter().map(|(a, _)| *a).collect();
+        soon.sort_unstable();
+        assert_eq!(due, soon);
+        assert_eq!(pending.earliest(), Some(t0 + ms(60_000)));
+
+        // The reader finds the rest by id alone, on its own thread.
+        for (_, late) in &ids {
+            assert!(pending.remove(*late).is_some(), "call {late} found");
+            assert!(pending.remove(*late).is_none(), "and removed");
+        }
+        assert!(pending.is_empty());
+        // Ids this side never gave find nothing, whatever table they name.
+        assert!(pending.remove(0).is_none());
+        assert!(pending.remove(u64::MAX).is_none());
     }
 
     #[tokio::test]
@@ -176,7 +253,6 @@ mod tests {
         let pool = answer::Pool::default();
         let pending = std::sync::Arc::new(Pending::default());
         pending.insert(
-            1,
             waiter(&pool),
             Some(Instant::now() + Duration::from_secs(600)),
         );
@@ -186,8 +262,7 @@ mod tests {
         });
         // The timer is waiting for the first call's deadline, ten minutes away.
         tokio::task::yield_now().await;
-        pending.insert(
-            2,
+        let soon = pending.insert(
             waiter(&pool),
             Some(Instant::now() + Duration::from_millis(20)),
         );
@@ -195,7 +270,35 @@ mod tests {
             .await
             .expect("the timer woke for the earlier deadline")
             .expect("timer");
-        assert_eq!(due.iter().map(|d| d.0).collect::<Vec<_>>(), [2]);
+        assert_eq!(due.iter().map(|d| d.0).collect::<Vec<_>>(), [soon]);
+        assert_eq!(pending.len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_timer_wakes_for_an_earlier_deadline_in_another_threads_table() {
+        let pool = std::sync::Arc::new(answer::Pool::default());
+        let pending = std::sync::Arc::new(Pending::default());
+        pending.insert(
+            waiter(&pool),
+            Some(Instant::now() + Duration::from_secs(600)),
+        );
+        let timer = tokio::spawn({
+            let pending = pending.clone();
+            async move { pending.expired().await }
+        });
+        tokio::task::yield_now().await;
+        // From a thread of its own: a table the timer has not seen yet.
+        let soon = std::thread::spawn({
+            let (pending, pool) = (pending.clone(), pool.clone());
+            move || pending.insert(waiter(&pool), Some(Instant::now() + Duration::from_millis(20)))
+        })
+        .join()
+        .expect("thread");
+        let due = tokio::time::timeout(Duration::from_secs(60), timer)
+            .await
+            .expect("the timer woke for the earlier deadline")
+            .expect("timer");
+        assert_eq!(due.iter().map(|d| d.0).collect::<Vec<_>>(), [soon]);
         assert_eq!(pending.len(), 1);
     }
 }
