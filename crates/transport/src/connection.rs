@@ -344,11 +344,7 @@ impl Connection {
             }
         });
 
-        Arc::new(Connection {
-            shared,
-            tx,
-            limits,
-        })
+        Arc::new(Connection { shared, tx, limits })
     }
 
     /// The endpoint's address.
