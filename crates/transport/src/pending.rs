@@ -5,11 +5,11 @@
 //! timer wheel when the call first waited and was taken out again when the answer came,
 //! about 0.35 µs of CPU on every request (`docs/performance.md`, "One timer a
 //! connection"), and its `Sleep` made every call's future larger. Here a call writes its
-//! deadline beside its waiter, under the lock the table takes anyway, and compares it with
-//! the earliest the timer is set for; only an earlier one wakes the timer. The timer then
-//! fires at that earliest deadline, fails whichever calls are past theirs, and sets itself
-//! for the earliest left. The earliest is kept lazily: a call that finished leaves it
-//! where it was, so the timer may wake to find nothing due, and moves on. When every call
+//! deadline beside its waiter, under the lock its table takes anyway, and compares it with
+//! that table's earliest; only an earlier one wakes the timer. The timer fires at the
+//! earliest of all the tables, fails whichever calls are past theirs, and sets itself for
+//! the earliest left. Each earliest is kept lazily: a call that finished leaves it where
+//! it was, so the timer may wake to find nothing due, and moves on. When every call
 //! has the same timeout that is once per timeout per connection, however many calls ran.
 
 use std::sync::{Mutex, MutexGuard};
