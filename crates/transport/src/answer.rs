@@ -53,8 +53,19 @@ impl Slot {
 }
 
 /// A connection's spare slots, a list per thread.
-#[derive(Default)]
-pub(crate) struct Pool(Striped<Mutex<Vec<Arc<Slot>>>>);
+pub(crate) struct Pool {
+    lists: Striped<Mutex<Vec<Arc<Slot>>>>,
+    /// The most spares a thread's list keeps: its share of [`POOL_MAX`].
+    keep: usize,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        let lists: Striped<_> = Striped::default();
+        let keep = (POOL_MAX / lists.copies()).max(THREAD_MIN);
+        Pool { lists, keep }
+    }
+}
 
 fn lock(spares: &Mutex<Vec<Arc<Slot>>>) -> MutexGuard<'_, Vec<Arc<Slot>>> {
     spares.lock().unwrap_or_else(|e| e.into_inner())
@@ -80,12 +91,16 @@ impl Pool {
     /// Another list is only tried, never waited for: its thread may be doing the same
     /// with this one.
     fn spare(&self) -> Option<Arc<Slot>> {
-        let local = self.0.local();
+        let local = self.lists.local();
         let mut own = lock(local);
         if let Some(slot) = own.pop() {
             return Some(slot);
         }
-        for other in self.0.each().filter(|other| !std::ptr::eq(*other, local)) {
+        for other in self
+            .lists
+            .each()
+            .filter(|other| !std::ptr::eq(*other, local))
+        {
             let mut other = match other.try_lock() {
                 Ok(other) => other,
                 Err(TryLockError::Poisoned(e)) => e.into_inner(),
@@ -104,9 +119,8 @@ impl Pool {
     /// Keeps `slot` (emptied, no other holder) for this thread's next call, unless its
     /// list is full.
     fn give_back(&self, slot: Arc<Slot>) {
-        let keep = (POOL_MAX / self.0.copies()).max(THREAD_MIN);
-        let mut own = lock(self.0.local());
-        if own.len() < keep {
+        let mut own = lock(self.lists.local());
+        if own.len() < self.keep {
             own.push(slot);
         }
     }
@@ -282,11 +296,11 @@ mod tests {
         let pool = Pool::default();
         // On a thread whose list is not this one's (threads share a list when their numbers
         // do modulo the lists: try threads until one does not).
-        let mine = pool.0.local() as *const _ as usize;
+        let mine = pool.lists.local() as *const _ as usize;
         let given_back = std::iter::repeat_with(|| {
             std::thread::scope(|s| {
                 s.spawn(|| {
-                    (pool.0.local() as *const _ as usize != mine)
+                    (pool.lists.local() as *const _ as usize != mine)
                         .then(|| finish_on_this_thread(&pool, 8))
                 })
                 .join()
@@ -296,17 +310,17 @@ mod tests {
         .take(2 * MAX_STRIPES)
         .find_map(|given_back| given_back)
         .expect("a thread with a list of its own");
-        assert_eq!(pool.0.each().map(|l| lock(l).len()).sum::<usize>(), 8);
+        assert_eq!(pool.lists.each().map(|l| lock(l).len()).sum::<usize>(), 8);
         // This thread's list is empty: its first call takes half of the other's (the last
         // given back, which it uses at once), not a new slot.
         let (tx, rx) = pool.pair();
         let taken = Arc::as_ptr(rx.slot.as_ref().expect("slot")) as usize;
         assert!(given_back.contains(&taken));
-        assert_eq!(lock(pool.0.local()).len(), 3, "half taken, one in use");
+        assert_eq!(lock(pool.lists.local()).len(), 3, "half taken, one in use");
         let others: usize = pool
-            .0
+            .lists
             .each()
-            .filter(|l| !std::ptr::eq(*l, pool.0.local()))
+            .filter(|l| !std::ptr::eq(*l, pool.lists.local()))
             .map(|l| lock(l).len())
             .sum();
         assert_eq!(others, 4, "half left where it was");
@@ -317,8 +331,8 @@ mod tests {
     #[test]
     fn a_thread_keeps_at_most_its_share_of_spares() {
         let pool = Pool::default();
-        let keep = (POOL_MAX / pool.0.copies()).max(THREAD_MIN);
+        let keep = (POOL_MAX / pool.lists.copies()).max(THREAD_MIN);
         finish_on_this_thread(&pool, keep + 10);
-        assert_eq!(lock(pool.0.local()).len(), keep);
+        assert_eq!(lock(pool.lists.local()).len(), keep);
     }
 }
