@@ -1,7 +1,9 @@
 //! The slot a call's answer is delivered in: what a oneshot channel does, but the slot is
 //! reused. A oneshot allocates its shared state for every request; here a finished call
-//! gives its slot back to the connection's pool, and the next call takes it, so the
-//! steady state allocates none. A slot is only given back when the call holds the last
+//! gives its slot back to the process's pool ([`Pool::shared`]), and the next call takes
+//! it, so the steady state allocates none. The pool is not a connection's: a waiting
+//! call holds its slot and nothing of the connection, so it need not keep the connection
+//! alive (`connection.rs`, [`crate::connection::Sent`]). A slot is only given back when the call holds the last
 //! reference to it (the reader delivered and let go, or the waiter was removed from the
 //! pending table), so a late delivery can never land in another call's slot.
 //!
@@ -25,10 +27,10 @@ use crate::TransportError;
 
 type Outcome = Result<Frame, TransportError>;
 
-/// Slots kept for reuse at most per connection, shared out among its threads' lists
-/// (at least [`THREAD_MIN`] each): more calls in flight at once allocate beyond it, and
-/// those slots are freed when done.
-const POOL_MAX: usize = 1024;
+/// Slots kept for reuse at most by a pool, shared out among its threads' lists (at least
+/// [`THREAD_MIN`] each): more calls in flight at once allocate beyond it, and those slots
+/// are freed when done. The process has one pool for all its connections.
+const POOL_MAX: usize = 4096;
 
 /// The fewest spare slots a thread's list keeps, however many threads share the pool.
 const THREAD_MIN: usize = 64;
@@ -52,7 +54,7 @@ impl Slot {
     }
 }
 
-/// A connection's spare slots, a list per thread.
+/// Spare slots, a list per thread.
 pub(crate) struct Pool {
     lists: Striped<Mutex<Vec<Arc<Slot>>>>,
     /// The most spares a thread's list keeps: its share of [`POOL_MAX`].
@@ -72,6 +74,12 @@ fn lock(spares: &Mutex<Vec<Arc<Slot>>>) -> MutexGuard<'_, Vec<Arc<Slot>>> {
 }
 
 impl Pool {
+    /// The process's pool, which every connection's calls take their slots from.
+    pub(crate) fn shared() -> &'static Pool {
+        static SHARED: std::sync::LazyLock<Pool> = std::sync::LazyLock::new(Pool::default);
+        &SHARED
+    }
+
     /// A fresh slot (reused when one is spare) and its two ends.
     pub(crate) fn pair(&self) -> (Sender, Answer<'_>) {
         let slot = self

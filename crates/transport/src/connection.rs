@@ -2,7 +2,10 @@
 //!
 //! A reader task routes each response to the waiting call through its answer slot
 //! (`answer.rs`, reused: no allocation per request); the
-//! writer task (`writer.rs`) batches outgoing frames. A call past its deadline is failed by
+//! writer task (`writer.rs`) batches outgoing frames. A sent call waits on its slot alone
+//! ([`Sent`]): it holds no handle on the connection, so every call does not write the
+//! connection's reference count, a line all cores' calls share (`docs/performance.md`,
+//! "A call holds its answer, not its connection"). A call past its deadline is failed by
 //! the connection's one timer (`pending.rs`), which sends a `cancel` frame; a call whose
 //! future is dropped removes itself and sends one. A `goaway` stops new
 //! requests while the ones in flight finish, and the connection closes once none is left
@@ -17,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Either};
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -27,6 +30,7 @@ use tokio_util::codec::FramedRead;
 use super::{Keepalive, TransportError};
 use crate::answer::{self, Answer};
 use crate::pending::{Pending, Waiter};
+use crate::sent::{lost, Abandon, NotSent, Sent};
 use crate::tls::ClientTls;
 use axle_wire::{ErrorClass, Frame, FrameCodec, Kind, Limits, Metadata, HEADER_LEN};
 
@@ -34,8 +38,6 @@ struct Shared {
     addr: String,
     /// Calls waiting for answers, with their deadlines (`pending.rs`).
     pending: Pending,
-    /// Answer slots of finished calls, for the next ones.
-    answers: answer::Pool,
     /// No new requests: goaway received, or the connection broke.
     draining: AtomicBool,
     closed: AtomicBool,
@@ -106,6 +108,18 @@ pub struct Connection {
     shared: Arc<Shared>,
     tx: mpsc::Sender<Frame>,
     limits: Limits,
+    /// Unique in the process, never reused: names the connection to a call that was sent
+    /// on it and holds nothing else of it ([`Sent`]).
+    serial: u64,
+}
+
+/// A request to send: the frame's flags, metadata and payload, and when to stop waiting
+/// for its answer.
+pub(crate) struct Request {
+    pub(crate) flags: u16,
+    pub(crate) meta: Metadata,
+    pub(crate) payload: Bytes,
+    pub(crate) deadline: Instant,
 }
 
 impl Connection {
@@ -175,7 +189,6 @@ impl Connection {
         let shared = Arc::new(Shared {
             addr: addr.to_string(),
             pending: Pending::default(),
-            answers: answer::Pool::default(),
             draining: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             last_read_ns: AtomicU64::new(axle_core::now_ns()),
@@ -344,7 +357,18 @@ impl Connection {
             }
         });
 
-        Arc::new(Connection { shared, tx, limits })
+        static SERIAL: AtomicU64 = AtomicU64::new(1);
+        Arc::new(Connection {
+            shared,
+            tx,
+            limits,
+            serial: SERIAL.fetch_add(1, Relaxed),
+        })
+    }
+
+    /// The connection's serial number, unique in the process.
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// The endpoint's address.
@@ -382,45 +406,26 @@ impl Connection {
         payload: Bytes,
         deadline: Instant,
     ) -> impl Future<Output = Result<Frame, TransportError>> + Send + '_ {
-        let sent = self.send_request(flags, meta, payload, deadline);
-        async move {
-            let (mut guard, rx, room) = sent?;
-            if let Some(room) = room {
-                if room.await.is_err() {
-                    guard.armed = false;
-                    self.forget(guard.id);
-                    return Err(TransportError::Draining {
-                        addr: self.shared.addr.clone(),
-                    });
-                }
-            }
-            // The answer, or the timeout the connection's timer delivers at the deadline
-            // (having taken the call out of the table and cancelled it at the peer).
-            let answer = rx.await;
-            guard.armed = false;
-            // The sender was dropped without an answer: the connection failed.
-            answer.unwrap_or_else(|_| Err(self.lost()))
+        match self.send(Request {
+            flags,
+            meta,
+            payload,
+            deadline,
+        }) {
+            Ok(sent) => Either::Left(sent.answer(&self.shared.addr, |id| self.abandon(id))),
+            Err(e) => Either::Right(NotSent::from(e)),
         }
     }
 
-    /// The checks before a request is sent, its frame queued for the writer: the request's
-    /// place in the table of answers, where its answer arrives, and the send still waiting
-    /// for room when the writer's queue was full (boxed: only then is there one).
-    #[allow(clippy::type_complexity)]
-    fn send_request(
-        &self,
-        flags: u16,
-        meta: Metadata,
-        payload: Bytes,
-        deadline: Instant,
-    ) -> Result<
-        (
-            Waiting<'_>,
-            Answer<'_>,
-            Option<BoxFuture<'_, Result<(), ()>>>,
-        ),
-        TransportError,
-    > {
+    /// The checks before a request is sent, then its frame queued for the writer; with
+    /// the call's place in the table of answers and where its answer arrives.
+    pub(crate) fn send(&self, request: Request) -> Result<Sent, TransportError> {
+        let Request {
+            flags,
+            meta,
+            payload,
+            deadline,
+        } = request;
         if !self.usable() {
             return Err(TransportError::Draining {
                 addr: self.shared.addr.clone(),
@@ -435,7 +440,7 @@ impl Connection {
                 self.limits.max_frame
             )));
         }
-        let (id, rx) = self.expect_answer(Some(deadline));
+        let (id, answer) = self.expect_answer(Some(deadline));
         // Waiting from here on keeps a draining connection open for the answer; a goaway
         // that came first means the request is not sent.
         if !self.usable() {
@@ -444,12 +449,6 @@ impl Connection {
                 addr: self.shared.addr.clone(),
             });
         }
-        let mut guard = Waiting {
-            conn: self,
-            id,
-            cancel: true,
-            armed: true,
-        };
         let mut frame = Frame::request(id, meta, payload);
         frame.flags = flags;
         if self.limits.compression.encoding.is_some() {
@@ -461,20 +460,28 @@ impl Connection {
         let room = match self.tx.try_send(frame) {
             Ok(()) => None,
             Err(mpsc::error::TrySendError::Full(frame)) => {
-                let tx = &self.tx;
-                let send: BoxFuture<'_, Result<(), ()>> =
+                let tx = self.tx.clone();
+                let send: BoxFuture<'static, Result<(), ()>> =
                     Box::pin(async move { tx.send(frame).await.map_err(|_| ()) });
                 Some(send)
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {
-                guard.armed = false;
                 self.forget(id);
                 return Err(TransportError::Draining {
                     addr: self.shared.addr.clone(),
                 });
             }
         };
-        Ok((guard, rx, room))
+        Ok(Sent::new(id, self.serial, answer, room))
+    }
+
+    /// A call stopped waiting for its answer: forgets it and, if it was still waiting,
+    /// tells the peer to cancel it (a `cancel` frame: the endpoint stops the handler and
+    /// frees what it held).
+    pub(crate) fn abandon(&self, id: u64) {
+        if self.forget(id) {
+            let _ = self.tx.try_send(Frame::bare(Kind::Cancel, id));
+        }
     }
 
     /// A heartbeat: a ping answered within `timeout`, measured. Works on a draining
@@ -489,12 +496,9 @@ impl Connection {
         let (id, rx) = self.expect_answer(None);
         // Forgotten however this ends, the future dropped included: no ping is left
         // waiting in the table.
-        let _waiting = Waiting {
-            conn: self,
-            id,
-            cancel: false,
-            armed: true,
-        };
+        let _waiting = Abandon::new(id, |id| {
+            self.forget(id);
+        });
         let sent = Instant::now();
         if self.tx.send(Frame::bare(Kind::Ping, id)).await.is_err() {
             return Err(self.lost());
@@ -510,18 +514,15 @@ impl Connection {
     /// A new frame id, and where its answer (response or pong) will arrive.
     /// Past `deadline` the connection's timer fails the call with a timeout and cancels
     /// it at the peer (`pending.rs`).
-    fn expect_answer(&self, deadline: Option<Instant>) -> (u64, Answer<'_>) {
-        let (tx, rx) = self.shared.answers.pair();
+    fn expect_answer(&self, deadline: Option<Instant>) -> (u64, Answer<'static>) {
+        let (tx, rx) = answer::Pool::shared().pair();
         let id = self.shared.pending.insert(tx, deadline);
         (id, rx)
     }
 
     /// The error of a connection that went away.
     fn lost(&self) -> TransportError {
-        TransportError::Reset {
-            addr: self.shared.addr.clone(),
-            reason: "connection closed".into(),
-        }
+        lost(&self.shared.addr)
     }
 
     fn forget(&self, id: u64) -> bool {
@@ -539,23 +540,5 @@ impl Drop for Connection {
     /// its channel close and shuts the socket down.
     fn drop(&mut self) {
         self.shared.fail_all("connection dropped");
-    }
-}
-
-/// A frame waiting for its answer: when its caller stops waiting (the future was dropped)
-/// it leaves the table, and a request is cancelled (`cancel`: a `cancel`
-/// frame tells the endpoint, which stops the handler and frees what it held).
-struct Waiting<'a> {
-    conn: &'a Connection,
-    id: u64,
-    cancel: bool,
-    armed: bool,
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        if self.armed && self.conn.forget(self.id) && self.cancel {
-            let _ = self.conn.tx.try_send(Frame::bare(Kind::Cancel, self.id));
-        }
     }
 }

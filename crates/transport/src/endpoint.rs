@@ -8,18 +8,27 @@
 //! timeout, not a connect timeout later. Whoever owns the link may be told when its
 //! connection stops taking requests ([`EndpointLink::with_watch`]) and re-dial on its own
 //! schedule ([`EndpointLink::redial`]).
+//!
+//! A call through the link ([`EndpointLink::call`]) holds no handle on its connection
+//! while it waits: a clone and a drop of the connection's `Arc` on every call wrote a
+//! count every core's calls share (`docs/performance.md`, "A call holds its answer, not its
+//! connection"). So the link keeps a connection it replaced while that one still has
+//! calls to answer, and a call that stops waiting finds its connection again here.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
+use bytes::Bytes;
+use futures::future::{BoxFuture, Either};
 
-use super::connection::Connection;
+use super::connection::{Connection, Request};
 use super::{Keepalive, TransportError};
 use crate::defaults::{RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN};
+use crate::sent::{NotSent, Sent};
 use crate::tls::ClientTls;
-use axle_wire::Limits;
+use axle_wire::{Frame, Limits, Metadata};
 
 struct Backoff {
     next_attempt: Option<Instant>,
@@ -37,6 +46,10 @@ pub struct EndpointLink {
     /// Told when a connection of this link stops taking requests (goaway, closed).
     watch: Option<Arc<tokio::sync::Notify>>,
     current: ArcSwapOption<Connection>,
+    /// Connections replaced while they still had calls to answer (told to go away, and a
+    /// new one dialled): kept until they close, as they do once their last answer is in,
+    /// so that a call that stops waiting can still be cancelled there.
+    retired: Mutex<Vec<Arc<Connection>>>,
     /// Single-flight dialling: one caller dials, the others wait for its result.
     dial: tokio::sync::Mutex<()>,
     backoff: Mutex<Backoff>,
@@ -51,6 +64,7 @@ impl EndpointLink {
             tls: None,
             watch: None,
             current: ArcSwapOption::empty(),
+            retired: Mutex::new(Vec::new()),
             dial: tokio::sync::Mutex::new(()),
             backoff: Mutex::new(Backoff {
                 next_attempt: None,
@@ -96,6 +110,79 @@ impl EndpointLink {
 
     fn live(&self) -> Option<Arc<Connection>> {
         self.current.load_full().filter(|c| c.usable())
+    }
+
+    /// Sends a request on the endpoint's connection, dialling one within `deadline` if
+    /// there is none (as [`EndpointLink::connection_by`]), and waits for its answer until
+    /// `deadline`. [`Connection::call`] otherwise: the request is queued when `call` is
+    /// called, and the future dropped before the answer came cancels it at the peer.
+    ///
+    /// Unlike a call on a connection the caller holds, the future holds no handle on the
+    /// connection: only its answer's slot and the connection's serial number, by which
+    /// [`EndpointLink::abandon`] finds it again if the call stops waiting.
+    pub fn call(
+        &self,
+        flags: u16,
+        meta: Metadata,
+        payload: Bytes,
+        deadline: Instant,
+    ) -> impl std::future::Future<Output = Result<Frame, TransportError>> + Send + '_ {
+        match self.send_live(Request {
+            flags,
+            meta,
+            payload,
+            deadline,
+        }) {
+            Ok(Ok(sent)) => Either::Left(self.answer(sent)),
+            Ok(Err(e)) => Either::Right(Either::Left(NotSent::from(e))),
+            // No usable connection: dial, then send (boxed: a rare path, and its future
+            // holds the request through the dial).
+            Err(request) => Either::Right(Either::Right(Box::pin(async move {
+                let sent = self.connection_by(deadline).await?.send(*request)?;
+                self.answer(sent).await
+            }) as BoxFuture<'_, _>)),
+        }
+    }
+
+    /// Waits for a call sent on one of this link's connections; dropped before the
+    /// answer, it abandons the call on the connection it was sent on.
+    fn answer(
+        &self,
+        sent: Sent,
+    ) -> impl std::future::Future<Output = Result<Frame, TransportError>> + Send + '_ {
+        let conn = sent.conn;
+        sent.answer(&self.addr, move |id| self.abandon(conn, id))
+    }
+
+    /// Queues `request` on the usable connection, if there is one. Given back when there
+    /// is none, boxed: only then is it kept in the call's future, through the dial.
+    fn send_live(&self, request: Request) -> Result<Result<Sent, TransportError>, Box<Request>> {
+        match self.current.load().as_ref() {
+            Some(c) if c.usable() => Ok(c.send(request)),
+            _ => Err(Box::new(request)),
+        }
+    }
+
+    /// A call sent on the connection numbered `conn` stopped waiting: forgets it there and
+    /// cancels it at the peer ([`Connection::abandon`]). A connection no longer kept has
+    /// closed, and its calls with it: nothing to do.
+    fn abandon(&self, conn: u64, id: u64) {
+        if let Some(c) = self.current.load().as_ref().filter(|c| c.serial() == conn) {
+            return c.abandon(id);
+        }
+        let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = retired.iter().find(|c| c.serial() == conn) {
+            c.abandon(id);
+        }
+    }
+
+    /// `next` takes the place of the current connection, which is kept while it may still
+    /// answer calls; those kept that have closed since are let go.
+    fn replace(&self, next: Arc<Connection>) {
+        let previous = self.current.swap(Some(next));
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        retired.retain(|c| !c.closed());
+        retired.extend(previous.filter(|c| !c.closed()));
     }
 
     /// A usable connection, dialling if there is none (unless backing off).
@@ -172,7 +259,7 @@ impl EndpointLink {
             Ok(c) => {
                 b.next_attempt = None;
                 b.delay = RECONNECT_BACKOFF_MIN;
-                self.current.store(Some(c.clone()));
+                self.replace(c.clone());
                 Ok(c)
             }
             Err(e) => {
@@ -368,5 +455,116 @@ mod tests {
             .expect("the caller closed the drained connection")
             .unwrap();
         assert!(conn.closed() && link.away());
+    }
+
+    /// An endpoint whose first connection takes one request and then says goaway, and
+    /// which accepts the caller's next connection: the first connection's frames, the
+    /// request, and the second connection.
+    async fn stopping_after_one_request(
+        listener: TcpListener,
+    ) -> (
+        tokio_util::codec::Framed<tokio::net::TcpStream, axle_wire::FrameCodec>,
+        axle_wire::Frame,
+        tokio::net::TcpStream,
+    ) {
+        use futures::{SinkExt, StreamExt};
+        let (first, _) = listener.accept().await.unwrap();
+        let mut frames =
+            tokio_util::codec::Framed::new(first, axle_wire::FrameCodec::new(Limits::default()));
+        let request = loop {
+            match frames.next().await.unwrap().unwrap() {
+                f if f.kind == axle_wire::Kind::Request => break f,
+                _ => {}
+            }
+        };
+        frames
+            .send(axle_wire::Frame::goaway("stopping"))
+            .await
+            .unwrap();
+        let (second, _) = listener.accept().await.unwrap();
+        (frames, request, second)
+    }
+
+    /// A link whose connection took `payload` as a request, was told to go away, and was
+    /// replaced by a new one; with the call (in a task of its own) and the endpoint's end
+    /// of the old connection.
+    async fn a_call_on_a_replaced_connection(
+        payload: &'static [u8],
+        deadline: Duration,
+    ) -> (
+        Arc<EndpointLink>,
+        tokio::task::JoinHandle<Result<axle_wire::Frame, TransportError>>,
+        tokio_util::codec::Framed<tokio::net::TcpStream, axle_wire::FrameCodec>,
+        axle_wire::Frame,
+        tokio::net::TcpStream,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let provider = tokio::spawn(stopping_after_one_request(listener));
+        let watch = Arc::new(tokio::sync::Notify::new());
+        let link = Arc::new(
+            EndpointLink::new(&addr, Limits::default(), Keepalive::default())
+                .with_watch(watch.clone()),
+        );
+        let call = {
+            let link = link.clone();
+            let deadline = Instant::now() + deadline;
+            tokio::spawn(async move {
+                let meta = axle_wire::Metadata::default();
+                link.call(0, meta, Bytes::from_static(payload), deadline)
+                    .await
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(30), watch.notified())
+            .await
+            .expect("the goaway came");
+        let next = link.redial().await.expect("a new connection");
+        assert!(next.usable() && !link.away(), "the link moved on");
+        let (frames, request, second) = provider.await.unwrap();
+        (link, call, frames, request, second)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_still_gets_its_answer_after_the_link_replaced_its_connection() {
+        use futures::{SinkExt, StreamExt};
+        let (_link, call, mut frames, request, _second) =
+            a_call_on_a_replaced_connection(b"hi", Duration::from_secs(30)).await;
+        // The call holds nothing of its connection: the link kept the one it replaced.
+        let answer = axle_wire::Frame::response(request.id, None, request.payload);
+        frames.send(answer).await.unwrap();
+        let got = call.await.unwrap().expect("answered on the old connection");
+        assert_eq!(got.payload, Bytes::from_static(b"hi"));
+        // With its last answer in, the old connection closes.
+        let ended = tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(Ok(_)) = frames.next().await {}
+        });
+        ended.await.expect("the drained connection was closed");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_dropped_after_the_link_replaced_its_connection_is_cancelled_there() {
+        use futures::StreamExt;
+        // A deadline far beyond the wait below: the cancel must come from the drop, not
+        // from the connection's timer.
+        let (link, call, mut frames, request, _second) =
+            a_call_on_a_replaced_connection(b"slow", Duration::from_secs(600)).await;
+        call.abort();
+        let cancelled = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                match frames.next().await {
+                    Some(Ok(f)) if f.kind == axle_wire::Kind::Cancel => break f.id,
+                    Some(Ok(_)) => {}
+                    other => panic!("the connection ended without a cancel: {other:?}"),
+                }
+            }
+        });
+        let id = cancelled
+            .await
+            .expect("a cancel frame on the old connection");
+        assert_eq!(id, request.id);
+        // Nothing waits there any more: the old connection closes, and the link lets it go
+        // at its next dial.
+        assert!(call.await.unwrap_err().is_cancelled());
+        drop(link);
     }
 }

@@ -8,6 +8,7 @@ pub mod defaults;
 mod encoding;
 pub mod endpoint;
 mod pending;
+mod sent;
 pub mod serve;
 pub mod tls;
 mod writer;

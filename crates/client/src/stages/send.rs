@@ -23,7 +23,6 @@ pub fn send<'a, 'b>(
     span_id: [u8; 8],
 ) -> impl Future<Output = Result<Reply, CallError>> + use<'a, 'b> {
     async move {
-        let conn = ep.link.connection_by(call.deadline).await?;
         let svc = call.svc;
         // The text fields straight from the borrowed strings: no `String` per field per call.
         let text = TextFields {
@@ -53,7 +52,10 @@ pub fn send<'a, 'b>(
         } else {
             0
         };
-        let frame = conn
+        // The endpoint's connection (dialled first if there is none), not held while the
+        // answer is awaited: the link finds it again if this call is dropped.
+        let frame = ep
+            .link
             .call(flags, meta, call.body.clone(), call.deadline)
             .await?;
         match frame.meta.error_class {
