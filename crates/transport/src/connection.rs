@@ -477,7 +477,9 @@ impl Connection {
 
     /// A call stopped waiting for its answer: forgets it and, if it was still waiting,
     /// tells the peer to cancel it (a `cancel` frame: the endpoint stops the handler and
-    /// frees what it held).
+    /// frees what it held). The last call to leave a connection told to go away closes
+    /// it, which may beat its `cancel` frame out; the endpoint then cancels what the
+    /// closed connection left, to the same effect.
     pub(crate) fn abandon(&self, id: u64) {
         if self.forget(id) {
             let _ = self.tx.try_send(Frame::bare(Kind::Cancel, id));

@@ -426,16 +426,7 @@ mod tests {
                 stream,
                 axle_wire::FrameCodec::new(Limits::default()),
             );
-            let request = loop {
-                match frames.next().await.unwrap().unwrap() {
-                    f if f.kind == axle_wire::Kind::Request => break f,
-                    _ => {}
-                }
-            };
-            frames
-                .send(axle_wire::Frame::goaway("stopping"))
-                .await
-                .unwrap();
+            let request = goaway_after_a_request(&mut frames).await;
             let answer = axle_wire::Frame::response(request.id, None, request.payload);
             frames.send(answer).await.unwrap();
             // The caller closes: the stream ends (no more frames, whatever came before).
@@ -457,81 +448,94 @@ mod tests {
         assert!(conn.closed() && link.away());
     }
 
-    /// An endpoint whose first connection takes one request and then says goaway, and
-    /// which accepts the caller's next connection: the first connection's frames, the
-    /// request, and the second connection.
-    async fn stopping_after_one_request(
-        listener: TcpListener,
-    ) -> (
-        tokio_util::codec::Framed<tokio::net::TcpStream, axle_wire::FrameCodec>,
-        axle_wire::Frame,
-        tokio::net::TcpStream,
-    ) {
+    type Frames = tokio_util::codec::Framed<tokio::net::TcpStream, axle_wire::FrameCodec>;
+
+    /// The endpoint's side of a stopping connection: reads until `n` requests came, then
+    /// says goaway. The requests.
+    async fn goaway_after(frames: &mut Frames, n: usize) -> Vec<axle_wire::Frame> {
         use futures::{SinkExt, StreamExt};
-        let (first, _) = listener.accept().await.unwrap();
-        let mut frames =
-            tokio_util::codec::Framed::new(first, axle_wire::FrameCodec::new(Limits::default()));
-        let request = loop {
+        let mut requests = Vec::new();
+        while requests.len() < n {
             match frames.next().await.unwrap().unwrap() {
-                f if f.kind == axle_wire::Kind::Request => break f,
+                f if f.kind == axle_wire::Kind::Request => requests.push(f),
                 _ => {}
             }
-        };
+        }
         frames
             .send(axle_wire::Frame::goaway("stopping"))
             .await
             .unwrap();
-        let (second, _) = listener.accept().await.unwrap();
-        (frames, request, second)
+        requests
     }
 
-    /// A link whose connection took `payload` as a request, was told to go away, and was
-    /// replaced by a new one; with the call (in a task of its own) and the endpoint's end
-    /// of the old connection.
-    async fn a_call_on_a_replaced_connection(
-        payload: &'static [u8],
+    async fn goaway_after_a_request(frames: &mut Frames) -> axle_wire::Frame {
+        goaway_after(frames, 1).await.remove(0)
+    }
+
+    /// The calls of [`calls_on_a_replaced_connection`], each in a task of its own.
+    type Calls = Vec<tokio::task::JoinHandle<Result<axle_wire::Frame, TransportError>>>;
+
+    /// A link whose connection took a request of each of `payloads`, was told to go away,
+    /// and was replaced by a new one. With the calls (in the order of `payloads`), the
+    /// endpoint's end of the old connection and the requests as they came on it, and the
+    /// new connection.
+    async fn calls_on_a_replaced_connection(
+        payloads: &[&'static [u8]],
         deadline: Duration,
     ) -> (
         Arc<EndpointLink>,
-        tokio::task::JoinHandle<Result<axle_wire::Frame, TransportError>>,
-        tokio_util::codec::Framed<tokio::net::TcpStream, axle_wire::FrameCodec>,
-        axle_wire::Frame,
+        Calls,
+        Frames,
+        Vec<axle_wire::Frame>,
         tokio::net::TcpStream,
     ) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let provider = tokio::spawn(stopping_after_one_request(listener));
+        let n = payloads.len();
+        let provider = tokio::spawn(async move {
+            let (first, _) = listener.accept().await.unwrap();
+            let codec = axle_wire::FrameCodec::new(Limits::default());
+            let mut frames = tokio_util::codec::Framed::new(first, codec);
+            let requests = goaway_after(&mut frames, n).await;
+            let (second, _) = listener.accept().await.unwrap();
+            (frames, requests, second)
+        });
         let watch = Arc::new(tokio::sync::Notify::new());
         let link = Arc::new(
             EndpointLink::new(&addr, Limits::default(), Keepalive::default())
                 .with_watch(watch.clone()),
         );
-        let call = {
-            let link = link.clone();
-            let deadline = Instant::now() + deadline;
-            tokio::spawn(async move {
-                let meta = axle_wire::Metadata::default();
-                link.call(0, meta, Bytes::from_static(payload), deadline)
-                    .await
+        let deadline = Instant::now() + deadline;
+        let calls = payloads
+            .iter()
+            .map(|payload| {
+                let link = link.clone();
+                let payload = Bytes::from_static(payload);
+                tokio::spawn(async move {
+                    let meta = axle_wire::Metadata::default();
+                    link.call(0, meta, payload, deadline).await
+                })
             })
-        };
+            .collect();
         tokio::time::timeout(Duration::from_secs(30), watch.notified())
             .await
             .expect("the goaway came");
         let next = link.redial().await.expect("a new connection");
         assert!(next.usable() && !link.away(), "the link moved on");
-        let (frames, request, second) = provider.await.unwrap();
-        (link, call, frames, request, second)
+        let (frames, requests, second) = provider.await.unwrap();
+        (link, calls, frames, requests, second)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_call_still_gets_its_answer_after_the_link_replaced_its_connection() {
         use futures::{SinkExt, StreamExt};
-        let (_link, call, mut frames, request, _second) =
-            a_call_on_a_replaced_connection(b"hi", Duration::from_secs(30)).await;
+        let (_link, calls, mut frames, requests, _second) =
+            calls_on_a_replaced_connection(&[b"hi"], Duration::from_secs(30)).await;
         // The call holds nothing of its connection: the link kept the one it replaced.
-        let answer = axle_wire::Frame::response(request.id, None, request.payload);
+        let request = &requests[0];
+        let answer = axle_wire::Frame::response(request.id, None, request.payload.clone());
         frames.send(answer).await.unwrap();
+        let [call] = <[_; 1]>::try_from(calls).unwrap();
         let got = call.await.unwrap().expect("answered on the old connection");
         assert_eq!(got.payload, Bytes::from_static(b"hi"));
         // With its last answer in, the old connection closes.
@@ -543,12 +547,16 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_call_dropped_after_the_link_replaced_its_connection_is_cancelled_there() {
-        use futures::StreamExt;
-        // A deadline far beyond the wait below: the cancel must come from the drop, not
-        // from the connection's timer.
-        let (link, call, mut frames, request, _second) =
-            a_call_on_a_replaced_connection(b"slow", Duration::from_secs(600)).await;
-        call.abort();
+        use futures::{SinkExt, StreamExt};
+        // Two calls: the one still waiting keeps the old connection open, so the dropped
+        // one's cancel is a frame on it (the last call of a drained connection closes it
+        // instead, which cancels at the endpoint too). A deadline far beyond the wait
+        // below: the cancel must come from the drop, not from the connection's timer.
+        let (_link, calls, mut frames, requests, _second) =
+            calls_on_a_replaced_connection(&[b"dropped", b"kept"], Duration::from_secs(600)).await;
+        let [dropped, kept] = <[_; 2]>::try_from(calls).unwrap();
+        let id_of = |payload: &[u8]| requests.iter().find(|r| r.payload == payload).unwrap().id;
+        dropped.abort();
         let cancelled = tokio::time::timeout(Duration::from_secs(60), async {
             loop {
                 match frames.next().await {
@@ -561,10 +569,12 @@ mod tests {
         let id = cancelled
             .await
             .expect("a cancel frame on the old connection");
-        assert_eq!(id, request.id);
-        // Nothing waits there any more: the old connection closes, and the link lets it go
-        // at its next dial.
-        assert!(call.await.unwrap_err().is_cancelled());
-        drop(link);
+        assert_eq!(id, id_of(b"dropped"));
+        assert!(dropped.await.unwrap_err().is_cancelled());
+        // The other call is still answered there.
+        let answer = axle_wire::Frame::response(id_of(b"kept"), None, Bytes::from_static(b"ok"));
+        frames.send(answer).await.unwrap();
+        let got = kept.await.unwrap().expect("answered on the old connection");
+        assert_eq!(got.payload, Bytes::from_static(b"ok"));
     }
 }
