@@ -2,8 +2,8 @@
 //! reused. A oneshot allocates its shared state for every request; here a finished call
 //! gives its slot back to the process's pool ([`Pool::shared`]), and the next call takes
 //! it, so the steady state allocates none. The pool is not a connection's: a waiting
-//! call holds its slot and nothing of the connection, so it need not keep the connection
-//! alive (`connection.rs`, [`crate::connection::Sent`]). A slot is only given back when the call holds the last
+//! call holds its slot and nothing of the connection (`sent.rs`), so giving the slot back
+//! must not need the connection. A slot is only given back when the call holds the last
 //! reference to it (the reader delivered and let go, or the waiter was removed from the
 //! pending table), so a late delivery can never land in another call's slot.
 //!
