@@ -5,7 +5,9 @@
 //!
 //! Weights come from the endpoint table, which the kernel republishes when an effective
 //! weight moves by more than a tenth (then redefines every set): no host call per pick. A
-//! pick costs O(distinct weights in the set), see `axle_selector_weights::Schedule`. No config keys.
+//! pick reads the set's period of picks when it is short (equal weights: one per member),
+//! else costs O(distinct weights in the set), see `axle_selector_weights::Schedule`. No
+//! config keys.
 
 use axle_sdk::{CandidateSet, Config, EndpointId, EndpointTable, Selector};
 use axle_selector_weights::{member_weights, Schedule};

@@ -16,7 +16,7 @@
 //! Everything is computed when a set is defined: the kernel republishes the table when an
 //! effective weight moves by more than a tenth and then redefines every set, so the split
 //! follows health without a host call per pick. A pick costs one random number and a
-//! smooth-weighted step, O(distinct weights on its side).
+//! smooth-weighted step (`axle_selector_weights::Schedule`).
 //!
 //! Config: `zone` (required: the caller's own zone), `key` (the endpoint tag holding the
 //! zone, default `zone`), `min-healthy` (0 < x <= 1, default 0.7), `full-weight` (default
