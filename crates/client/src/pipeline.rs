@@ -93,7 +93,11 @@ impl Client {
                     options,
                 };
                 let budget_end = started + options.timeout.unwrap_or(g.timeout());
-                match stages::intercept::before(&policy.interceptors, &seen, budget_end) {
+                match stages::intercept::before(
+                    &policy.slots.client_interceptors,
+                    &seen,
+                    budget_end,
+                ) {
                     Ok(None) => options,
                     // Boxed: only a call whose interceptors set tags needs it, and it would
                     // sit in every call's future.
@@ -166,11 +170,16 @@ impl Client {
                 body: &body,
                 options,
             };
-            let result = stages::intercept::after(&policy.interceptors, &seen, deadline, result);
+            let result = stages::intercept::after(
+                &policy.slots.client_interceptors,
+                &seen,
+                deadline,
+                result,
+            );
             crate::trace::ended(&span, &result);
             // Read again only when client-after interceptors ran since.
             let took = match took {
-                Some(took) if policy.interceptors.is_empty() => took,
+                Some(took) if policy.slots.client_interceptors.is_empty() => took,
                 _ => started.elapsed(),
             };
             policy.counters.ended(&result, took.as_nanos() as u64);

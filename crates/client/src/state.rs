@@ -143,8 +143,10 @@ pub struct MethodPolicy {
     /// Answers kept for `cache-ttl-ms` (none: the method does not cache; new with every
     /// policy, so a swap never answers from a cache the new settings did not make).
     pub cache: Option<crate::stages::cache::Cache>,
-    /// The service's `client-interceptors`, in chain order (empty: none, and no cost).
-    pub interceptors: Vec<Arc<axle_plugin_host::kinds::interceptor::InterceptorPlugin>>,
+    /// The slots it was resolved from: a call reads its routers, shadow and interceptors
+    /// from the same snapshot as its selector, and without a load of its own (an
+    /// `ArcSwap` load is two locked operations).
+    pub slots: Arc<ServiceSlots>,
 }
 
 /// One service's policies: one per declared method, one shared by every other name.
@@ -167,7 +169,7 @@ impl Policies {
 
     /// The policies of `service` from `slots` (and its manifest); `previous`: the ones
     /// they replace, whose breakers are kept where the thresholds did not change.
-    fn resolve(service: &str, slots: &ServiceSlots, previous: Option<&Policies>) -> Policies {
+    fn resolve(service: &str, slots: &Arc<ServiceSlots>, previous: Option<&Policies>) -> Policies {
         let manifest = &slots.manifest;
         let declared = manifest
             .method_governance
@@ -195,7 +197,7 @@ impl MethodPolicy {
         service: &str,
         method: &str,
         governance: Governance,
-        slots: &ServiceSlots,
+        slots: &Arc<ServiceSlots>,
         previous: Option<&MethodPolicy>,
     ) -> Self {
         let config = BreakerConfig::from(&governance);
@@ -218,7 +220,7 @@ impl MethodPolicy {
             selector,
             memo: ArcSwap::from_pointee(Vec::new()),
             counters,
-            interceptors: slots.client_interceptors.clone(),
+            slots: slots.clone(),
         }
     }
 }

@@ -86,9 +86,9 @@ impl Shape<'_> {
 /// the live answer is known and without touching it.
 pub fn candidates(state: &ClientState, call: &Call<'_>) -> Result<Candidates, CallError> {
     let rotation = call.svc.rotation.load();
-    let slots = call.svc.slots.load();
+    let slots = &call.policy.slots;
     let sampled = shadow::sampled(&slots.shadow);
-    let mut live = routed(state, call, &rotation, &slots)?;
+    let mut live = routed(state, call, &rotation, slots)?;
     if let Some(shadows) = sampled {
         shadow::route(state, call, &shadows, &rotation.members, &live);
         live.shadow = Some(shadows);
