@@ -14,9 +14,10 @@
 //! The sequence is also periodic: after `Σ weight / gcd(weights)` picks every member has
 //! been picked `weight / gcd` times, every `current` is back to 0 and every class at its
 //! first member, so the picks start over. When that period is short (equal weights: one
-//! pick per member) the set keeps it written out, and a pick is one read and a step
-//! instead of a turn per class with its comparisons, which in a component cost about a
-//! tenth of the call ("A weighted rotation written out" in `docs/performance.md`).
+//! pick per member; a few weight tiers with a large common divisor: a few picks per
+//! member) the set keeps it written out, and a pick is one read and a step instead of a
+//! turn per class with its comparisons, which in a component cost about a tenth of the
+//! call ("A weighted rotation written out" in `docs/performance.md`).
 
 /// The members of one weight, in member order, and the state of its next member.
 #[derive(Debug)]
@@ -31,16 +32,27 @@ struct Class {
     current: i64,
 }
 
-/// The longest period a set keeps written out: 4 KiB of ids. Sets of equal weights up to
-/// this many members, and most small sets of mixed weights, fit.
+/// The longest period any set keeps written out: 4 KiB of ids, whatever its size.
 const PERIOD_MAX: i64 = 1024;
+
+/// A larger set may keep a period of this many picks per member (16 bytes of ids a
+/// member, about what the set's classes already hold): equal weights (one pick each)
+/// and tiered ones such as 100 / 150 / 200 (gcd 50: three picks a member on average)
+/// fit at any size, where a period of the set's total weight (weights with no common
+/// divisor, as while endpoints warm up) does not and is picked by class.
+const PERIOD_PER_MEMBER: i64 = 4;
+
+/// The longest period a set of `members` keeps written out.
+fn period_max(members: usize) -> i64 {
+    PERIOD_MAX.max(PERIOD_PER_MEMBER.saturating_mul(members as i64))
+}
 
 /// The per-set state: the classes, and the total weight subtracted from each pick.
 #[derive(Debug)]
 pub struct Schedule {
     classes: Vec<Class>,
     total: i64,
-    /// One whole period of picks when it is at most `PERIOD_MAX` long, else empty.
+    /// One whole period of picks when it is at most `period_max` long, else empty.
     period: Vec<u32>,
     /// The next pick's place in `period`.
     at: usize,
@@ -83,7 +95,7 @@ impl Schedule {
             at: 0,
         };
         let gcd = schedule.classes.iter().fold(0, |g, c| gcd(g, c.weight));
-        if gcd > 0 && total / gcd <= PERIOD_MAX {
+        if gcd > 0 && total / gcd <= period_max(ids.len()) {
             // Written from the classes' own picks, which end where they began.
             schedule.period = (0..total / gcd)
                 .map_while(|_| schedule.pick_by_class())
@@ -197,6 +209,17 @@ mod tests {
     }
 
     #[test]
+    fn a_large_set_written_out_gives_nginx_sequence_too() {
+        // 500 members of 100, 150 and 200: a period of 1,499 picks, past 1,024 and
+        // written out at four a member. Three periods and more, against Nginx's rule.
+        let weights: Vec<u64> = (0..500).map(|i| [100, 150, 200][i % 3]).collect();
+        let ids: Vec<u32> = (0..weights.len() as u32).collect();
+        assert_eq!(Schedule::new(&ids, &weights).period.len(), 1_499);
+        let picks = 3 * 1_499 + 5;
+        assert_eq!(schedule(&weights, picks), nginx(&weights, picks));
+    }
+
+    #[test]
     fn writes_out_only_periods_up_to_the_limit() {
         let period = |weights: &[u64]| {
             let ids: Vec<u32> = (0..weights.len() as u32).collect();
@@ -204,8 +227,15 @@ mod tests {
         };
         assert_eq!(period(&[100, 150, 200]), 9, "gcd 50: 2 + 3 + 4 picks");
         assert_eq!(period(&[100; 1024]), 1024, "equal weights: one pick each");
-        assert_eq!(period(&[100; 1025]), 0);
+        assert_eq!(period(&[100; 1025]), 1025, "past 1,024 picks, four a member");
         assert_eq!(period(&[1000, 999, 1]), 0, "gcd 1: 2,000 picks");
+        // 1,000 members of 100, 150 and 200 (gcd 50): 2,999 picks, under 4,000.
+        let tiers: Vec<u64> = (0..1_000).map(|i| [100, 150, 200][i % 3]).collect();
+        assert_eq!(period(&tiers), 2_999);
+        // 400 members of 100 and one of 99 (gcd 1): 40,099 picks, past 1,604.
+        let mut warming = vec![100; 400];
+        warming.push(99);
+        assert_eq!(period(&warming), 0);
         assert_eq!(period(&[0, 0]), 0, "no weight, nothing to pick");
     }
 
