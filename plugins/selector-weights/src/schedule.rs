@@ -42,9 +42,16 @@ const PERIOD_MAX: i64 = 1024;
 /// divisor, as while endpoints warm up) does not and is picked by class.
 const PERIOD_PER_MEMBER: i64 = 4;
 
-/// The longest period a set of `members` keeps written out.
-fn period_max(members: usize) -> i64 {
-    PERIOD_MAX.max(PERIOD_PER_MEMBER.saturating_mul(members as i64))
+/// Past `PERIOD_MAX`, a period is written out only for at most this many weight
+/// classes: writing it costs a turn per class per pick, and this bounds that to 32 turns
+/// a member (a set is defined inside a plugin call, which has a time budget).
+const CLASSES_MAX: usize = 8;
+
+/// Whether a set of `members` in `classes` weight classes keeps a period of `period`
+/// picks written out.
+fn writes_out(period: i64, members: usize, classes: usize) -> bool {
+    period <= PERIOD_MAX
+        || (period <= PERIOD_PER_MEMBER.saturating_mul(members as i64) && classes <= CLASSES_MAX)
 }
 
 /// The per-set state: the classes, and the total weight subtracted from each pick.
@@ -52,7 +59,7 @@ fn period_max(members: usize) -> i64 {
 pub struct Schedule {
     classes: Vec<Class>,
     total: i64,
-    /// One whole period of picks when it is at most `period_max` long, else empty.
+    /// One whole period of picks when it is short enough (`writes_out`), else empty.
     period: Vec<u32>,
     /// The next pick's place in `period`.
     at: usize,
@@ -95,7 +102,7 @@ impl Schedule {
             at: 0,
         };
         let gcd = schedule.classes.iter().fold(0, |g, c| gcd(g, c.weight));
-        if gcd > 0 && total / gcd <= period_max(ids.len()) {
+        if gcd > 0 && writes_out(total / gcd, ids.len(), schedule.classes.len()) {
             // Written from the classes' own picks, which end where they began.
             schedule.period = (0..total / gcd)
                 .map_while(|_| schedule.pick_by_class())
@@ -227,7 +234,11 @@ mod tests {
         };
         assert_eq!(period(&[100, 150, 200]), 9, "gcd 50: 2 + 3 + 4 picks");
         assert_eq!(period(&[100; 1024]), 1024, "equal weights: one pick each");
-        assert_eq!(period(&[100; 1025]), 1025, "past 1,024 picks, four a member");
+        assert_eq!(
+            period(&[100; 1025]),
+            1025,
+            "past 1,024 picks, four a member"
+        );
         assert_eq!(period(&[1000, 999, 1]), 0, "gcd 1: 2,000 picks");
         // 1,000 members of 100, 150 and 200 (gcd 50): 2,999 picks, under 4,000.
         let tiers: Vec<u64> = (0..1_000).map(|i| [100, 150, 200][i % 3]).collect();
@@ -236,6 +247,16 @@ mod tests {
         let mut warming = vec![100; 400];
         warming.push(99);
         assert_eq!(period(&warming), 0);
+        // Past 1,024 picks and under four a member, but nine classes: 1,000 members of 50
+        // and one each of 100 to 450 (gcd 50, 1,044 picks) stay on the class path; with
+        // eight classes (no 450: 1,035 picks) the period is written out.
+        let classes = |top: u64| -> Vec<u64> {
+            let mut w = vec![50; 1_000];
+            w.extend((2..=top).map(|k| 50 * k));
+            w
+        };
+        assert_eq!(period(&classes(9)), 0);
+        assert_eq!(period(&classes(8)), 1_035);
         assert_eq!(period(&[0, 0]), 0, "no weight, nothing to pick");
     }
 
