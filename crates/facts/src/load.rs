@@ -124,7 +124,14 @@ fn unpack(w: u64) -> (u32, u32, u32) {
 }
 
 /// [`BLOCK`] slots, ids `k * BLOCK ..` of block `k`.
+///
+/// On lines of its own: every call's `started` and `finished` read where the slots are
+/// from here. Unaligned, the block's header shared its line with whatever the heap put
+/// beside it, and in one profile of several (`docs/performance.md`, "A block's header on
+/// a line of its own") half of `finished`'s samples waited on that read: a neighbour
+/// written by every call.
 #[derive(Debug)]
+#[repr(align(64))]
 pub struct LoadBlock(Box<[LoadSlot]>);
 
 impl LoadBlock {
@@ -157,6 +164,7 @@ mod tests {
 
     #[test]
     fn a_slot_is_a_half_line_and_a_block_32_kib() {
+        assert_eq!(std::mem::align_of::<LoadBlock>(), 64, "its header on a line of its own");
         assert_eq!(std::mem::size_of::<LoadSlot>(), 32);
         assert_eq!(std::mem::align_of::<LoadSlot>(), 32);
         assert_eq!(
