@@ -164,7 +164,11 @@ mod tests {
 
     #[test]
     fn a_slot_is_a_half_line_and_a_block_32_kib() {
-        assert_eq!(std::mem::align_of::<LoadBlock>(), 64, "its header on a line of its own");
+        assert_eq!(
+            std::mem::align_of::<LoadBlock>(),
+            64,
+            "its header on a line of its own"
+        );
         assert_eq!(std::mem::size_of::<LoadSlot>(), 32);
         assert_eq!(std::mem::align_of::<LoadSlot>(), 32);
         assert_eq!(

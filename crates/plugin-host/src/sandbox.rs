@@ -51,6 +51,24 @@ pub trait Kind: 'static {
     ) -> wasmtime::Result<Result<(), String>>;
 }
 
+/// The export at `index`, if the component has it, typed as `TypedFunc<P, R>`: for a
+/// kind's optional exports, typed once per instance (`Kind::instantiate`) so that no call
+/// looks one up and checks its type again.
+pub fn typed_export<P, R>(
+    instance: &wasmtime::component::Instance,
+    store: &mut Store<HostState>,
+    index: &Option<wasmtime::component::ComponentExportIndex>,
+) -> wasmtime::Result<Option<wasmtime::component::TypedFunc<P, R>>>
+where
+    P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower,
+    R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift,
+{
+    index
+        .as_ref()
+        .map(|index| instance.get_typed_func(&mut *store, index))
+        .transpose()
+}
+
 /// Everything the instances of one plugin share.
 pub struct Prepared<K: Kind> {
     pub engine: Engine,

@@ -19,7 +19,7 @@ use b::axle::spi::limits::LimitKey;
 
 pub use axle_spi::Admission;
 
-crate::kinds::world_kind!(LimiterKind, limiter, Limiter, LimiterPre, "limiter world");
+pub use exports::LimiterKind;
 
 /// Rejections from a failed limiter ask callers to come back after this long.
 const FAIL_CLOSED_RETRY_AFTER_MS: u32 = 1000;
@@ -176,6 +176,7 @@ impl LimiterPlugin {
         let component = instances[0]
             .prepared()
             .pre
+            .0
             .instance_pre()
             .component()
             .clone();
@@ -259,12 +260,12 @@ impl LimiterPlugin {
         let _ = self.pool.with(|member| {
             self.catch_up(member)?;
             match (&mut member.runner, &self.release) {
-                (Runner::Wasm(inst), Hears::Export(index)) => inst
-                    .call_export::<(u32, u32, u64, bool), ()>(
-                        "release",
-                        index,
-                        (key, permits, latency_ns, dropped),
-                    ),
+                (Runner::Wasm(inst), Hears::Export(_)) => {
+                    inst.call("release", |b, s| match &b.release {
+                        Some(f) => f.call(s, (key, permits, latency_ns, dropped)),
+                        None => Ok(()),
+                    })
+                }
                 (Runner::Native(twin), Hears::Native) => {
                     twin.release(key, permits, latency_ns, dropped);
                     Ok(())
@@ -440,15 +441,20 @@ impl LimiterPlugin {
         }
         let answer = self.ask(at_ns, |member, now_ns| {
             match (&mut member.runner, &self.leases) {
-                (Runner::Wasm(inst), Hears::Export(index)) => inst
-                    .call_export::<(u32, u64), (u64,)>("acquire-lease", index, (key, now_ns))
-                    .map(|(answer,)| {
+                (Runner::Wasm(inst), Hears::Export(_)) => inst
+                    .call("acquire-lease", |b, s| match &b.acquire_lease {
+                        Some(f) => f.call(s, (key, now_ns)).map(|(answer,)| answer),
+                        None => Err(wasmtime::format_err!(
+                            "the component exports no `acquire-lease` of the contract's type"
+                        )),
+                    })
+                    .map(|answer| {
                         let admission = crate::convert::admission(answer as u32);
                         (admission, (answer >> 32) as u32)
                     }),
                 (Runner::Native(twin), _) => Ok(twin.acquire_lease(key, now_ns)),
                 (Runner::Wasm(inst), _) => inst
-                    .call("acquire", |b, s| b.call_acquire(s, key, 1, now_ns))
+                    .call("acquire", |b, s| b.world.call_acquire(s, key, 1, now_ns))
                     .map(|answer| (crate::convert::admission(answer), 0)),
             }
         });
@@ -466,7 +472,9 @@ impl LimiterPlugin {
     pub fn ask_at(&self, key: u32, permits: u32, at_ns: u64) -> Admitted {
         let answer = self.ask(at_ns, |member, now_ns| match &mut member.runner {
             Runner::Wasm(inst) => inst
-                .call("acquire", |b, s| b.call_acquire(s, key, permits, now_ns))
+                .call("acquire", |b, s| {
+                    b.world.call_acquire(s, key, permits, now_ns)
+                })
                 .map(crate::convert::admission),
             Runner::Native(twin) => Ok(twin.acquire(key, permits, now_ns)),
         });
@@ -520,7 +528,9 @@ impl LimiterPlugin {
                 let known = member.known.clone();
                 inst.ensure(0, move |bindings, store| {
                     for (id, key) in known.iter().enumerate() {
-                        bindings.call_key_defined(&mut *store, id as u32, key)?;
+                        bindings
+                            .world
+                            .call_key_defined(&mut *store, id as u32, key)?;
                     }
                     Ok(())
                 })?;
@@ -532,9 +542,9 @@ impl LimiterPlugin {
                 let id = member.known.len();
                 let key = keys[id].clone();
                 match &mut member.runner {
-                    Runner::Wasm(inst) => {
-                        inst.call("key-defined", |b, s| b.call_key_defined(s, id as u32, &key))?
-                    }
+                    Runner::Wasm(inst) => inst.call("key-defined", |b, s| {
+                        b.world.call_key_defined(s, id as u32, &key)
+                    })?,
                     Runner::Native(twin) => twin.key_defined(id as u32, spi_key(&key)),
                 }
                 member.known.push(key);
@@ -583,6 +593,7 @@ fn spi_key(key: &LimitKey) -> axle_spi::LimitKey {
     }
 }
 
+mod exports;
 mod lease;
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use wasmtime::Store;
 use crate::bindings::selector as wit_selector;
 use crate::bindings::wit;
 use crate::host_state::HostState;
+use crate::sandbox::typed_export;
 
 /// Marker for the selector world (and the worlds that extend it).
 pub struct SelectorKind;
@@ -55,9 +56,9 @@ impl crate::sandbox::Kind for SelectorKind {
         let instance = pre.instance_pre().instantiate(&mut *store)?;
         let world = wit_selector::Selector::new(&mut *store, &instance)?;
         // An export of another type is refused here, so the component does not load.
-        let select_two = typed(&instance, store, &optional.select_two)?;
-        let select_run = typed(&instance, store, &optional.select_run)?;
-        let select_two_run = typed(&instance, store, &optional.select_two_run)?;
+        let select_two = typed_export(&instance, store, &optional.select_two)?;
+        let select_run = typed_export(&instance, store, &optional.select_run)?;
+        let select_two_run = typed_export(&instance, store, &optional.select_two_run)?;
         let feedback = match &optional.feedback {
             Some(index) => {
                 let func = instance
@@ -87,20 +88,4 @@ impl crate::sandbox::Kind for SelectorKind {
     ) -> wasmtime::Result<Result<(), String>> {
         bindings.world.call_init(store, config)
     }
-}
-
-/// The export at `index`, if the component has it, typed as `TypedFunc<P, R>`.
-fn typed<P, R>(
-    instance: &wasmtime::component::Instance,
-    store: &mut Store<HostState>,
-    index: &Option<ComponentExportIndex>,
-) -> wasmtime::Result<Option<TypedFunc<P, R>>>
-where
-    P: wasmtime::component::ComponentNamedList + wasmtime::component::Lower,
-    R: wasmtime::component::ComponentNamedList + wasmtime::component::Lift,
-{
-    index
-        .as_ref()
-        .map(|index| instance.get_typed_func(&mut *store, index))
-        .transpose()
 }
