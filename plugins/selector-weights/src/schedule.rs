@@ -36,7 +36,7 @@ struct Class {
 const PERIOD_MAX: i64 = 1024;
 
 /// A larger set may keep a period of this many picks per member (16 bytes of ids a
-/// member, about what the set's classes already hold): equal weights (one pick each)
+/// member, twice what the set's classes hold): equal weights (one pick each)
 /// and tiered ones such as 100 / 150 / 200 (gcd 50: three picks a member on average)
 /// fit at any size, where a period of the set's total weight (weights with no common
 /// divisor, as while endpoints warm up) does not and is picked by class.
