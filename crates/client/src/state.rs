@@ -167,6 +167,11 @@ impl Policies {
         self.declared.values().chain([&self.undeclared])
     }
 
+    /// The plugins in the service's slots, which every policy was resolved from.
+    pub fn slots(&self) -> &Arc<ServiceSlots> {
+        &self.undeclared.slots
+    }
+
     /// The policies of `service` from `slots` (and its manifest); `previous`: the ones
     /// they replace, whose breakers are kept where the thresholds did not change.
     fn resolve(service: &str, slots: &Arc<ServiceSlots>, previous: Option<&Policies>) -> Policies {
@@ -246,7 +251,6 @@ impl ServiceState {
     /// Swaps are serialised by the caller (`ClientState::swap`).
     fn swap_slots(&self, slots: Arc<ServiceSlots>) {
         let next = Policies::resolve(&self.name, &slots, Some(&self.policies.load()));
-        self.slots.store(slots);
         self.policies.store(Arc::new(next));
     }
 
@@ -262,13 +266,12 @@ impl ServiceState {
 pub struct ServiceState {
     pub name: String,
     /// Per declared method, and one for every other name: effective governance,
-    /// breaker, selector, memoised routes. Read on every call without a lock; replaced
-    /// whole on a swap only.
+    /// breaker, selector, memoised routes, and the slots they were resolved from (the
+    /// service's plugins: `Policies::slots`). Read on every call without a lock;
+    /// replaced whole on a swap only.
     pub policies: ArcSwap<Policies>,
     /// Retries of all this service's calls share one budget.
     pub budget: RetryBudget,
-    /// The plugins in this service's slots (replaced whole by a swap).
-    pub slots: ArcSwap<ServiceSlots>,
     /// The service's endpoint ids, as discovery gives them.
     pub members: ArcSwap<Vec<u32>>,
     /// The ones selection may use now.
@@ -337,7 +340,6 @@ impl ClientState {
                     name: service.clone(),
                     policies: ArcSwap::from_pointee(Policies::resolve(service, &slots, None)),
                     budget: RetryBudget::new(g.retry_budget_ratio, g.retry_budget_min_per_s),
-                    slots: ArcSwap::new(slots),
                     members: ArcSwap::from_pointee(Vec::new()),
                     rotation: ArcSwap::from_pointee(Rotation {
                         generation: 0,

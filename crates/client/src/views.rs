@@ -119,9 +119,8 @@ impl ClientState {
                         }
                     })
                     .collect();
-                let mut policies: Vec<PolicyView> = svc
-                    .policies
-                    .load()
+                let loaded = svc.policies.load();
+                let mut policies: Vec<PolicyView> = loaded
                     .all()
                     .map(|p| PolicyView {
                         method: p.method.to_string(),
@@ -138,8 +137,7 @@ impl ClientState {
                     .collect();
                 // Declared methods by name, `*` last.
                 policies.sort_by_key(|p| (p.method == UNDECLARED, p.method.clone()));
-                let slots = svc.slots.load();
-                let shadows = slots.shadow.iter().flat_map(|s| s.counters());
+                let shadows = loaded.slots().shadow.iter().flat_map(|s| s.counters());
                 ServiceView {
                     service: name.clone(),
                     endpoints,
