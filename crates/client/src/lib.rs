@@ -76,6 +76,9 @@ pub struct Answer<T> {
 pub(crate) struct Call<'a> {
     pub svc: &'a ServiceState,
     pub policy: &'a state::MethodPolicy,
+    /// The rotation read with the policy (one snapshot): the call's candidates and the
+    /// endpoints they pick are borrowed from it.
+    pub rotation: &'a state::Rotation,
     pub method: &'a str,
     pub body: &'a Bytes,
     /// The request before encoding (typed calls): routers' declared fields are read from
@@ -154,7 +157,7 @@ impl Client {
         self.state
             .services
             .get(service)
-            .map_or(0, |s| s.rotation.load().members.len())
+            .map_or(0, |s| s.rotation().members.len())
     }
 
     /// Health events (disabled, removed, unreachable, re-admitted) from now on.

@@ -82,7 +82,9 @@ impl Client {
         async move {
             self.start_monitor();
             let svc = self.state.service(service)?;
-            let policy = svc.policy(method);
+            // Policy and rotation in one load; the call borrows from it to its end.
+            let snapshot = svc.snapshot();
+            let policy = snapshot.policies.of(method);
             let g = &policy.governance;
             let retagged;
             let options = {
@@ -139,7 +141,8 @@ impl Client {
                     svc.budget.deposit();
                     let call = Call {
                         svc,
-                        policy: &policy,
+                        policy,
+                        rotation: &snapshot.rotation,
                         method,
                         body: &body,
                         value,
@@ -251,9 +254,7 @@ impl Client {
                     Next::Again => {
                         // Only there: elsewhere the request could run a second time.
                         let last = tried.last().copied();
-                        match last
-                            .and_then(|id| stages::select::again(&self.state, &candidates, id))
-                        {
+                        match last.and_then(|id| stages::select::again(&candidates, id)) {
                             Some(attempt) => again = Some(attempt),
                             None => return (Err(err), ended),
                         }
@@ -282,7 +283,7 @@ impl Client {
                         Duration::ZERO
                     }
                 };
-                let nowhere_new = again.is_none() && tried.len() >= candidates.members.len();
+                let nowhere_new = again.is_none() && tried.len() >= candidates.members().len();
                 if !stages::retry::fits(wait, call.deadline) || nowhere_new {
                     return (Err(err), ended);
                 }
@@ -313,12 +314,12 @@ impl Client {
     /// Picks the next endpoint (excluding `tried`, and endpoints whose breaker is open)
     /// and records it as tried; with the clock read after the pick, which `send_to`
     /// checks the deadline against and sends at (one reading for both).
-    fn choose(
+    fn choose<'c>(
         &self,
         call: &Call<'_>,
-        candidates: &stages::route::Candidates,
+        candidates: &stages::route::Candidates<'c>,
         tried: &mut stages::select::Tried,
-    ) -> Result<(Attempt, Instant), CallError> {
+    ) -> Result<(Attempt<'c>, Instant), CallError> {
         let attempt = stages::select::pick(
             &self.state,
             call.svc,
@@ -340,7 +341,7 @@ impl Client {
     fn send_to<'a, 'b>(
         &'a self,
         call: &'a Call<'b>,
-        mut attempt: Attempt,
+        mut attempt: Attempt<'b>,
         now: Instant,
     ) -> impl Future<Output = (Result<Reply, CallError>, Instant)> + use<'a, 'b> {
         async move {
@@ -349,9 +350,9 @@ impl Client {
                 return (Err(CallError::Transport(TransportError::Timeout)), now);
             }
             attempt.sent(now);
-            // Borrowed, not cloned: the attempt holds the endpoint to the end, and a clone
-            // is a write to a count that every core's calls write.
-            let ep = &attempt.ep;
+            // Borrowed, not cloned: the call's snapshot holds the endpoint to the end, and
+            // a clone is a write to a count that every core's calls write.
+            let ep = attempt.ep;
             let number = call
                 .attempts
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -364,7 +365,6 @@ impl Client {
             crate::trace::ended(&span, &result);
             let ended = Instant::now();
             let finding = attempt.finish(&call.policy.selector, &result, ended);
-            let ep = &attempt.ep;
             match finding {
                 Finding::Nothing => {}
                 // Rare (once per endpoint going down): out of rotation before the next pick,
@@ -386,10 +386,10 @@ impl Client {
     /// `delay`: the first success wins and the other is dropped (its connection sends a
     /// `cancel` frame; its attempt gives back its permit and in-flight count). A backup
     /// needs the retry budget.
-    async fn hedged(
+    async fn hedged<'b>(
         &self,
-        call: &Call<'_>,
-        candidates: &stages::route::Candidates,
+        call: &Call<'b>,
+        candidates: &stages::route::Candidates<'b>,
         tried: &mut stages::select::Tried,
         delay: Duration,
     ) -> (Result<Reply, CallError>, Option<Instant>) {

@@ -111,6 +111,12 @@ pub struct Rotation {
     pub members: Arc<[u32]>,
     /// Selector id → set id of `members` in that selector.
     sets: rustc_hash::FxHashMap<u64, u32>,
+    /// The members themselves, by id: a call picks among the members and borrows the one
+    /// picked from here, so it neither loads the client's endpoint table nor counts a
+    /// reference of its own on the endpoint (`docs/performance.md`, "A call's snapshot").
+    /// A rotation holds only its own members, so an endpoint that leaves every service
+    /// is released once the rotations that had it are replaced.
+    endpoints: rustc_hash::FxHashMap<u32, Arc<Endpoint>>,
 }
 
 impl Rotation {
@@ -118,6 +124,42 @@ impl Rotation {
     pub fn set_in(&self, selector: &SelectorPlugin) -> Option<u32> {
         self.sets.get(&selector.id()).copied()
     }
+
+    /// Member `id` (none: not a member of this rotation).
+    pub fn endpoint(&self, id: u32) -> Option<&Arc<Endpoint>> {
+        self.endpoints.get(&id)
+    }
+
+    /// An empty rotation, before the first membership.
+    fn empty() -> Rotation {
+        Rotation {
+            generation: 0,
+            members: Arc::from([]),
+            sets: rustc_hash::FxHashMap::default(),
+            endpoints: rustc_hash::FxHashMap::default(),
+        }
+    }
+
+    /// Whether this rotation has exactly `admitted`, as the endpoints `get` finds now (an
+    /// endpoint that left and came back under the same id is a new one).
+    fn holds(&self, admitted: &[u32], get: impl Fn(u32) -> Option<Arc<Endpoint>>) -> bool {
+        *self.members == *admitted
+            && admitted
+                .iter()
+                .all(|id| match (self.endpoint(*id), get(*id)) {
+                    (Some(held), Some(now)) => Arc::ptr_eq(held, &now),
+                    _ => false,
+                })
+    }
+}
+
+/// What one call of a service reads, taken in one load: the method policies and the
+/// rotation. A call holds one count on it (it outlives awaits), and borrows its policy,
+/// candidates and endpoint from it, where it used to load and count each of them
+/// (`docs/performance.md`, "A call's snapshot"). Replaced whole when either part is.
+pub struct Snapshot {
+    pub policies: Arc<Policies>,
+    pub rotation: Arc<Rotation>,
 }
 
 /// The name of the policy every method the manifest does not declare shares.
@@ -241,41 +283,60 @@ fn service_tier(manifest: &Manifest, service: &str) -> Governance {
 }
 
 impl ServiceState {
-    /// The policy of `method` (a hash lookup; nothing is created).
-    pub fn policy(&self, method: &str) -> Arc<MethodPolicy> {
-        self.policies.load().of(method).clone()
+    /// The policies and rotation now, counted: what a call holds to its end.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// The method policies now.
+    pub fn policies(&self) -> Arc<Policies> {
+        self.snapshot.load().policies.clone()
+    }
+
+    /// The rotation now.
+    pub fn rotation(&self) -> Arc<Rotation> {
+        self.snapshot.load().rotation.clone()
     }
 
     /// Takes new slots: every policy is resolved again at once (so no call after the
     /// swap uses the old selector), keeping breakers whose thresholds did not change.
-    /// Swaps are serialised by the caller (`ClientState::swap`).
+    /// Swaps are serialised by the caller (`ClientState::swap`, under `published`).
     fn swap_slots(&self, slots: Arc<ServiceSlots>) {
-        let next = Policies::resolve(&self.name, &slots, Some(&self.policies.load()));
-        self.policies.store(Arc::new(next));
+        let now = self.snapshot.load();
+        let next = Policies::resolve(&self.name, &slots, Some(&now.policies));
+        self.snapshot.store(Arc::new(Snapshot {
+            policies: Arc::new(next),
+            rotation: now.rotation.clone(),
+        }));
     }
 
-    /// Forgets every memoised route (the rotation changed).
-    fn forget_routes(&self) {
-        for p in self.policies.load().all() {
+    /// Takes a new rotation, forgetting every memoised route (they were made from the
+    /// old one). Serialised by the caller (under `published`).
+    fn rotate(&self, rotation: Rotation) {
+        let now = self.snapshot.load();
+        for p in now.policies.all() {
             p.memo.store(Arc::new(Vec::new()));
         }
+        self.snapshot.store(Arc::new(Snapshot {
+            policies: now.policies.clone(),
+            rotation: Arc::new(rotation),
+        }));
     }
 }
 
 /// One service as the client holds it.
 pub struct ServiceState {
     pub name: String,
-    /// Per declared method, and one for every other name: effective governance,
-    /// breaker, selector, memoised routes, and the slots they were resolved from (the
-    /// service's plugins: `Policies::slots`). Read on every call without a lock;
-    /// replaced whole on a swap only.
-    pub policies: ArcSwap<Policies>,
+    /// Its policies (per declared method, and one for every other name: effective
+    /// governance, breaker, selector, memoised routes, and the slots they were resolved
+    /// from, `Policies::slots`), replaced on a swap; and its rotation, replaced when
+    /// health or membership changes. Read once a call, without a lock.
+    snapshot: ArcSwap<Snapshot>,
     /// Retries of all this service's calls share one budget.
     pub budget: RetryBudget,
-    /// The service's endpoint ids, as discovery gives them.
+    /// The service's endpoint ids, as discovery gives them (the ones selection may use
+    /// now are its rotation's).
     pub members: ArcSwap<Vec<u32>>,
-    /// The ones selection may use now.
-    pub rotation: ArcSwap<Rotation>,
     /// The ejection cap (from the service tier).
     pub cap: Cap,
     pub consumer_app: Option<String>,
@@ -338,14 +399,12 @@ impl ClientState {
                 service.clone(),
                 Arc::new(ServiceState {
                     name: service.clone(),
-                    policies: ArcSwap::from_pointee(Policies::resolve(service, &slots, None)),
+                    snapshot: ArcSwap::from_pointee(Snapshot {
+                        policies: Arc::new(Policies::resolve(service, &slots, None)),
+                        rotation: Arc::new(Rotation::empty()),
+                    }),
                     budget: RetryBudget::new(g.retry_budget_ratio, g.retry_budget_min_per_s),
                     members: ArcSwap::from_pointee(Vec::new()),
-                    rotation: ArcSwap::from_pointee(Rotation {
-                        generation: 0,
-                        members: Arc::from([]),
-                        sets: rustc_hash::FxHashMap::default(),
-                    }),
                     cap: Cap {
                         max_ejection_percent: g.max_ejection_percent,
                         min_hosts: g.min_hosts,
@@ -557,7 +616,8 @@ impl ClientState {
         }
         use std::sync::atomic::Ordering::Relaxed;
         for (svc, admitted) in rotations {
-            if !table_changed && *svc.rotation.load().members == *admitted {
+            let held = |id: u32| get(id).cloned();
+            if !table_changed && svc.snapshot.load().rotation.holds(&admitted, held) {
                 continue;
             }
             let sets = loadout
@@ -565,12 +625,13 @@ impl ClientState {
                 .values()
                 .map(|s| (s.id(), s.intern_set(&admitted)))
                 .collect();
-            svc.rotation.store(Arc::new(Rotation {
+            let endpoints = admitted.iter().filter_map(|id| Some((*id, held(*id)?)));
+            svc.rotate(Rotation {
                 generation: self.generation.fetch_add(1, Relaxed) + 1,
+                endpoints: endpoints.collect(),
                 members: admitted.into(),
                 sets,
-            }));
-            svc.forget_routes();
+            });
         }
     }
 

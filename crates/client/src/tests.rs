@@ -574,3 +574,49 @@ async fn a_calls_future_stays_small() {
     let size = std::mem::size_of_val(&call);
     assert!(size <= 1_200, "a call's future is {size} bytes");
 }
+
+/// A rotation holds its members' endpoints (a call borrows the one it picks from its
+/// snapshot), so it must hold only those: an endpoint that no service lists any more is
+/// let go, even while another service's rotation stays as it was.
+#[test]
+fn an_endpoint_no_service_lists_any_more_is_let_go() {
+    let (host, _dir) = host();
+    let mut m = Manifest::embedded().unwrap();
+    m.endpoints.clear();
+    let (a, b) = (
+        EndpointSpec::new("127.0.0.1:1"),
+        EndpointSpec::new("127.0.0.1:2"),
+    );
+    let config = ClientConfig::new(m).endpoints("a", [a]).endpoints("b", [b]);
+    let state = crate::state::ClientState::build(&host, config).unwrap();
+    let kept = state.services["a"].rotation();
+    let held = |service: &str| state.services[service].rotation().members.to_vec();
+    let (id_a, id_b) = (held("a")[0], held("b")[0]);
+    let gone = Arc::downgrade(&state.endpoint(id_b).unwrap());
+    assert!(kept.endpoint(id_a).is_some() && kept.endpoint(id_b).is_none());
+
+    state.set_endpoints("b", Vec::new()).unwrap();
+    assert!(held("b").is_empty());
+    assert!(state.endpoint(id_b).is_none());
+    assert!(
+        gone.upgrade().is_none(),
+        "a rotation still holds the endpoint"
+    );
+    let a_now = state.services["a"].rotation();
+    assert!(Arc::ptr_eq(
+        a_now.endpoint(id_a).unwrap(),
+        kept.endpoint(id_a).unwrap()
+    ));
+
+    // Listed again: `b`'s new rotation holds the endpoint the client holds now.
+    state
+        .set_endpoints("b", [EndpointSpec::new("127.0.0.1:2")].into())
+        .unwrap();
+    let id = held("b")[0];
+    let now = state.services["b"].rotation();
+    assert!(Arc::ptr_eq(
+        now.endpoint(id).unwrap(),
+        &state.endpoint(id).unwrap()
+    ));
+    assert_eq!(held("a"), [id_a]);
+}

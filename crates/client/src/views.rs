@@ -77,7 +77,7 @@ impl ClientState {
             .into_iter()
             .map(|name| {
                 let svc = &self.services[name];
-                let rotation = svc.rotation.load();
+                let rotation = svc.rotation();
                 let endpoints = svc
                     .members
                     .load()
@@ -119,7 +119,7 @@ impl ClientState {
                         }
                     })
                     .collect();
-                let loaded = svc.policies.load();
+                let loaded = svc.policies();
                 let mut policies: Vec<PolicyView> = loaded
                     .all()
                     .map(|p| PolicyView {

@@ -11,7 +11,7 @@ use axle_wire::ContentType;
 /// Encodes a request value with the service's serializer; returns the bytes and their
 /// content type.
 pub fn encode(svc: &ServiceState, value: &Value) -> Result<(Bytes, ContentType), CallError> {
-    let policies = svc.policies.load();
+    let policies = svc.policies();
     let serializer = policies.slots().serializer.as_ref().ok_or_else(|| {
         CallError::Encode(format!(
             "service `{}` has no serializer: set [slots] serializer, or call with raw bytes",

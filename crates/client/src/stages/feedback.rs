@@ -17,9 +17,10 @@ use axle_spi::{Outcome, OutcomeClass};
 use axle_transport::TransportError;
 use axle_wire::ErrorClass;
 
-/// One attempt at one endpoint, from its pick to its outcome.
-pub struct Attempt {
-    pub ep: Arc<Endpoint>,
+/// One attempt at one endpoint, from its pick to its outcome. The endpoint is borrowed
+/// from the call's snapshot, which holds it to the end of the call.
+pub struct Attempt<'a> {
+    pub ep: &'a Arc<Endpoint>,
     permit: Permit,
     /// When the request was sent (it is in flight from then on).
     sent: Option<Instant>,
@@ -38,9 +39,9 @@ pub enum Finding {
     GoingAway,
 }
 
-impl Attempt {
+impl<'a> Attempt<'a> {
     /// An attempt holding `permit` of `ep`'s breaker.
-    pub fn new(ep: Arc<Endpoint>, permit: Permit) -> Attempt {
+    pub fn new(ep: &'a Arc<Endpoint>, permit: Permit) -> Attempt<'a> {
         Attempt {
             ep,
             permit,
@@ -69,7 +70,7 @@ impl Attempt {
     ) -> Finding {
         debug_assert!(!self.settled, "an attempt finishes once");
         self.settled = true;
-        let ep = &self.ep;
+        let ep = self.ep;
         let elapsed = self
             .sent
             .map(|t| now.saturating_duration_since(t))
@@ -91,7 +92,7 @@ impl Attempt {
     }
 }
 
-impl Drop for Attempt {
+impl Drop for Attempt<'_> {
     /// Dropped without an outcome: the permit (a probe's slot, maybe) and the in-flight
     /// count go back, and nothing is learnt about the endpoint.
     fn drop(&mut self) {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::shadow::{self, Shadows};
 use crate::loadout::ServiceSlots;
-use crate::state::{ClientState, Rotation, RouteMemo};
+use crate::state::{ClientState, Endpoint, Rotation, RouteMemo};
 use crate::{Call, CallError};
 use axle_plugin_host::kinds::router::{RouteReads, RouteRequest};
 
@@ -19,14 +19,30 @@ use axle_plugin_host::kinds::router::{RouteReads, RouteRequest};
 /// so the memo is bounded: past this many, routes are recomputed rather than remembered.
 const MAX_SHAPES_PER_METHOD: usize = 256;
 
-/// The candidates of a request: the selector's set id and its members.
-#[derive(Clone)]
-pub struct Candidates {
+/// The candidates of a request: the selector's set id and its members, within the
+/// rotation of the call's snapshot.
+pub struct Candidates<'a> {
     pub set: u32,
-    pub members: Arc<[u32]>,
+    /// The rotation they come from, which holds their endpoints.
+    pub rotation: &'a Rotation,
+    /// The routers' subset of the rotation (memoised); none: the whole rotation, borrowed
+    /// rather than counted.
+    pub routed: Option<Arc<[u32]>>,
     /// The service's shadows when this call is sampled (`stages::shadow`): the select
     /// stage shows them its pick.
     pub shadow: Option<Arc<Shadows>>,
+}
+
+impl<'a> Candidates<'a> {
+    /// Their endpoint ids.
+    pub fn members(&self) -> &[u32] {
+        self.routed.as_deref().unwrap_or(&self.rotation.members)
+    }
+
+    /// Candidate `id`'s endpoint (none: not in the rotation).
+    pub fn endpoint(&self, id: u32) -> Option<&'a Arc<Endpoint>> {
+        self.rotation.endpoint(id)
+    }
 }
 
 /// The parts of one call a shape is made of, borrowed (a memo hit allocates nothing but
@@ -84,11 +100,11 @@ impl Shape<'_> {
 
 /// The candidate set for this call. A sampled call also asks the shadow routers, after
 /// the live answer is known and without touching it.
-pub fn candidates(state: &ClientState, call: &Call<'_>) -> Result<Candidates, CallError> {
-    let rotation = call.svc.rotation.load();
+pub fn candidates<'a>(state: &ClientState, call: &Call<'a>) -> Result<Candidates<'a>, CallError> {
+    let rotation = call.rotation;
     let slots = &call.policy.slots;
     let sampled = shadow::sampled(&slots.shadow);
-    let mut live = routed(state, call, &rotation, slots)?;
+    let mut live = routed(state, call, rotation, slots)?;
     if let Some(shadows) = sampled {
         shadow::route(state, call, &shadows, &rotation.members, &live);
         live.shadow = Some(shadows);
@@ -97,12 +113,12 @@ pub fn candidates(state: &ClientState, call: &Call<'_>) -> Result<Candidates, Ca
 }
 
 /// The live candidates: the rotation narrowed by the live routers (memoised).
-fn routed(
+fn routed<'a>(
     state: &ClientState,
     call: &Call<'_>,
-    rotation: &Rotation,
+    rotation: &'a Rotation,
     slots: &ServiceSlots,
-) -> Result<Candidates, CallError> {
+) -> Result<Candidates<'a>, CallError> {
     let (svc, policy, options) = (call.svc, call.policy, call.options);
     let generation = rotation.generation;
     if rotation.members.is_empty() {
@@ -120,7 +136,8 @@ fn routed(
         if let Some(set) = rotation.set_in(&policy.selector) {
             return Ok(Candidates {
                 set,
-                members: rotation.members.clone(),
+                rotation,
+                routed: None,
                 shadow: None,
             });
         }
@@ -149,7 +166,8 @@ fn routed(
         if let Some(m) = hit {
             return Ok(Candidates {
                 set: m.set,
-                members: m.members.clone(),
+                rotation,
+                routed: Some(m.members.clone()),
                 shadow: None,
             });
         }
@@ -194,7 +212,8 @@ fn routed(
     });
     Ok(Candidates {
         set,
-        members,
+        rotation,
+        routed: Some(members),
         shadow: None,
     })
 }

@@ -15,35 +15,35 @@ use axle_governance::breaker::Permit;
 pub type Tried = smallvec::SmallVec<[u32; 4]>;
 use axle_plugin_host::kinds::selector::SelectorPlugin;
 
-/// The attempt at the endpoint picked: the endpoint held (so it outlives a removal
-/// mid-call) with its breaker permit, given back if the attempt is dropped.
-pub fn pick(
+/// The attempt at the endpoint picked: the endpoint, borrowed from the call's rotation
+/// (which holds it, so it outlives a removal mid-call), with its breaker permit, given
+/// back if the attempt is dropped.
+pub fn pick<'a>(
     state: &ClientState,
     svc: &ServiceState,
     selector: &SelectorPlugin,
-    candidates: &Candidates,
+    candidates: &Candidates<'a>,
     excluded: &mut Tried,
     options: &CallOptions,
-) -> Result<Attempt, CallError> {
-    let attempt = live(state, svc, selector, candidates, excluded, options)?;
+) -> Result<Attempt<'a>, CallError> {
+    let attempt = live(svc, selector, candidates, excluded, options)?;
     // A sampled call's first pick is shown to the shadow selector (never a failover's:
     // the shadow is asked what it would have chosen first).
     if let (Some(shadows), true) = (&candidates.shadow, excluded.is_empty()) {
         let picked = attempt.ep.id;
-        super::shadow::select(state, svc, shadows, candidates, options.hash_key, picked);
+        super::shadow::select(state, shadows, candidates, options.hash_key, picked);
     }
     Ok(attempt)
 }
 
 /// The live selector's pick.
-fn live(
-    state: &ClientState,
+fn live<'a>(
     svc: &ServiceState,
     selector: &SelectorPlugin,
-    candidates: &Candidates,
+    candidates: &Candidates<'a>,
     excluded: &mut Tried,
     options: &CallOptions,
-) -> Result<Attempt, CallError> {
+) -> Result<Attempt<'a>, CallError> {
     loop {
         let set = if excluded.is_empty() {
             candidates.set
@@ -67,9 +67,9 @@ fn live(
                 reason: format!("the selector picked endpoint {id} outside the candidates"),
             });
         }
-        let Some(ep) = state.endpoint(id) else {
-            // It left the client since this call routed (discovery removed it while the
-            // new table was on its way to the selector): not a candidate any more.
+        let Some(ep) = candidates.endpoint(id) else {
+            // Not in the call's rotation: the selector answered from a newer table than
+            // the one this call routed with (a new one was published meanwhile).
             excluded.push(id);
             continue;
         };
@@ -81,12 +81,12 @@ fn live(
 }
 
 /// The attempt at endpoint `id` again (a lost answer of a deduplicated method): only if it
-/// is still a candidate, still in the client and its breaker lets a request through.
-pub fn again(state: &ClientState, candidates: &Candidates, id: u32) -> Option<Attempt> {
-    if !candidates.members.contains(&id) {
+/// is a candidate and its breaker lets a request through.
+pub fn again<'a>(candidates: &Candidates<'a>, id: u32) -> Option<Attempt<'a>> {
+    if !candidates.members().contains(&id) {
         return None;
     }
-    let ep = state.endpoint(id)?;
+    let ep = candidates.endpoint(id)?;
     match ep.breaker.try_acquire() {
         Permit::Rejected => None,
         permit => Some(Attempt::new(ep, permit)),
@@ -100,7 +100,7 @@ fn remaining(
     excluded: &[u32],
 ) -> Result<Vec<u32>, CallError> {
     let left: Vec<u32> = candidates
-        .members
+        .members()
         .iter()
         .copied()
         .filter(|id| !excluded.contains(id))

@@ -15,7 +15,7 @@ use axle_plugin_host::kinds::selector::SelectorPlugin;
 use axle_plugin_host::shadow::{unix_ms, Divergence, FactsView, Sampler, ShadowCounters};
 
 use super::route::Candidates;
-use crate::state::{ClientState, ServiceState};
+use crate::state::ClientState;
 use crate::Call;
 
 /// A service's shadow slots, resolved with its loadout.
@@ -83,7 +83,7 @@ pub fn route(
         }
         left = routed.endpoints;
     }
-    let mut wanted = live.members.to_vec();
+    let mut wanted = live.members().to_vec();
     wanted.sort_unstable();
     left.sort_unstable();
     if left == wanted {
@@ -102,7 +102,6 @@ pub fn route(
 /// The shadow selector's pick among the candidates the live one picked `picked` from.
 pub fn select(
     state: &ClientState,
-    svc: &ServiceState,
     shadows: &Shadows,
     candidates: &Candidates,
     hash_key: u64,
@@ -114,12 +113,11 @@ pub fn select(
     // The rotation's set is defined in every selector of the loadout when the rotation
     // is made; a routed subset is interned here (a lookup, and a definition the first
     // time the shadow meets that subset).
-    let rotation = svc.rotation.load();
-    let set = match Arc::ptr_eq(&rotation.members, &candidates.members) {
-        true => rotation.set_in(selector),
-        false => None,
+    let set = match &candidates.routed {
+        None => candidates.rotation.set_in(selector),
+        Some(_) => None,
     }
-    .unwrap_or_else(|| selector.intern_set(&candidates.members));
+    .unwrap_or_else(|| selector.intern_set(candidates.members()));
     let chosen = match selector.select(set, hash_key) {
         Some(s) if s.by_plugin => s.endpoint,
         _ => {
