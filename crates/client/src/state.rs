@@ -100,7 +100,8 @@ pub struct RouteMemo {
     pub generation: u64,
     pub request: spi::RouteRequest,
     pub set: u32,
-    pub members: Arc<[u32]>,
+    /// None: the routers kept the whole rotation.
+    pub members: Option<Arc<[u32]>>,
 }
 
 /// The endpoints of a service that selection may use now, and the set that names them in

@@ -167,7 +167,7 @@ fn routed<'a>(
             return Ok(Candidates {
                 set: m.set,
                 rotation,
-                routed: Some(m.members.clone()),
+                routed: m.members.clone(),
                 shadow: None,
             });
         }
@@ -185,7 +185,9 @@ fn routed<'a>(
     }
     // The memo is per policy, and a policy has one selector: sets never mix plugins.
     let set = policy.selector.intern_set(&left);
-    let members: Arc<[u32]> = left.into();
+    // Routers that keep the whole rotation (a `tag` router and a request without tags)
+    // leave nothing to hold: the call borrows the rotation, as without routers.
+    let members: Option<Arc<[u32]>> = (*left != *rotation.members).then(|| left.into());
     // (Two callers racing on a new shape may both compute it; the answer is the same, and
     // one copy is kept.)
     let memo = RouteMemo {
@@ -213,7 +215,7 @@ fn routed<'a>(
     Ok(Candidates {
         set,
         rotation,
-        routed: Some(members),
+        routed: members,
         shadow: None,
     })
 }
