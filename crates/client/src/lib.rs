@@ -76,7 +76,7 @@ pub struct Answer<T> {
 pub(crate) struct Call<'a> {
     pub svc: &'a ServiceState,
     pub policy: &'a state::MethodPolicy,
-    /// The rotation read with the policy (one snapshot): the call's candidates and the
+    /// The rotation read with the policy (one load, `ServiceState::current`): the call's candidates and the
     /// endpoints they pick are borrowed from it.
     pub rotation: &'a state::Rotation,
     pub method: &'a str,

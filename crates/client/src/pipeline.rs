@@ -83,8 +83,8 @@ impl Client {
             self.start_monitor();
             let svc = self.state.service(service)?;
             // Policy and rotation in one load; the call borrows from it to its end.
-            let snapshot = svc.snapshot();
-            let policy = snapshot.policies.of(method);
+            let current = svc.current();
+            let policy = current.policies.of(method);
             let g = &policy.governance;
             let retagged;
             let options = {
@@ -142,7 +142,7 @@ impl Client {
                     let call = Call {
                         svc,
                         policy,
-                        rotation: &snapshot.rotation,
+                        rotation: &current.rotation,
                         method,
                         body: &body,
                         value,
@@ -350,7 +350,7 @@ impl Client {
                 return (Err(CallError::Transport(TransportError::Timeout)), now);
             }
             attempt.sent(now);
-            // Borrowed, not cloned: the call's snapshot holds the endpoint to the end, and
+            // Borrowed, not cloned: the call's rotation holds the endpoint to the end, and
             // a clone is a write to a count that every core's calls write.
             let ep = attempt.ep;
             let number = call

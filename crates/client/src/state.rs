@@ -114,7 +114,7 @@ pub struct Rotation {
     sets: rustc_hash::FxHashMap<u64, u32>,
     /// The members themselves, by id: a call picks among the members and borrows the one
     /// picked from here, so it neither loads the client's endpoint table nor counts a
-    /// reference of its own on the endpoint (`docs/performance.md`, "A call's snapshot").
+    /// reference of its own on the endpoint (`docs/performance.md`, "One load a call").
     /// A rotation holds only its own members, so an endpoint that leaves every service
     /// is released once the rotations that had it are replaced.
     endpoints: rustc_hash::FxHashMap<u32, Arc<Endpoint>>,
@@ -154,11 +154,11 @@ impl Rotation {
     }
 }
 
-/// What one call of a service reads, taken in one load: the method policies and the
-/// rotation. A call holds one count on it (it outlives awaits), and borrows its policy,
+/// A service's current policies and rotation, as one value: what a call reads, in one
+/// load. A call holds one count on it (it outlives awaits), and borrows its policy,
 /// candidates and endpoint from it, where it used to load and count each of them
-/// (`docs/performance.md`, "A call's snapshot"). Replaced whole when either part is.
-pub struct Snapshot {
+/// (`docs/performance.md`, "One load a call"). Replaced whole when either part is.
+pub struct Current {
     pub policies: Arc<Policies>,
     pub rotation: Arc<Rotation>,
 }
@@ -285,27 +285,27 @@ fn service_tier(manifest: &Manifest, service: &str) -> Governance {
 
 impl ServiceState {
     /// The policies and rotation now, counted: what a call holds to its end.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.snapshot.load_full()
+    pub fn current(&self) -> Arc<Current> {
+        self.current.load_full()
     }
 
     /// The method policies now.
     pub fn policies(&self) -> Arc<Policies> {
-        self.snapshot.load().policies.clone()
+        self.current.load().policies.clone()
     }
 
     /// The rotation now.
     pub fn rotation(&self) -> Arc<Rotation> {
-        self.snapshot.load().rotation.clone()
+        self.current.load().rotation.clone()
     }
 
     /// Takes new slots: every policy is resolved again at once (so no call after the
     /// swap uses the old selector), keeping breakers whose thresholds did not change.
     /// Swaps are serialised by the caller (`ClientState::swap`, under `published`).
     fn swap_slots(&self, slots: Arc<ServiceSlots>) {
-        let now = self.snapshot.load();
+        let now = self.current.load();
         let next = Policies::resolve(&self.name, &slots, Some(&now.policies));
-        self.snapshot.store(Arc::new(Snapshot {
+        self.current.store(Arc::new(Current {
             policies: Arc::new(next),
             rotation: now.rotation.clone(),
         }));
@@ -314,11 +314,11 @@ impl ServiceState {
     /// Takes a new rotation, forgetting every memoised route (they were made from the
     /// old one). Serialised by the caller (under `published`).
     fn rotate(&self, rotation: Rotation) {
-        let now = self.snapshot.load();
+        let now = self.current.load();
         for p in now.policies.all() {
             p.memo.store(Arc::new(Vec::new()));
         }
-        self.snapshot.store(Arc::new(Snapshot {
+        self.current.store(Arc::new(Current {
             policies: now.policies.clone(),
             rotation: Arc::new(rotation),
         }));
@@ -332,7 +332,7 @@ pub struct ServiceState {
     /// governance, breaker, selector, memoised routes, and the slots they were resolved
     /// from, `Policies::slots`), replaced on a swap; and its rotation, replaced when
     /// health or membership changes. Read once a call, without a lock.
-    snapshot: ArcSwap<Snapshot>,
+    current: ArcSwap<Current>,
     /// Retries of all this service's calls share one budget.
     pub budget: RetryBudget,
     /// The service's endpoint ids, as discovery gives them (the ones selection may use
@@ -400,7 +400,7 @@ impl ClientState {
                 service.clone(),
                 Arc::new(ServiceState {
                     name: service.clone(),
-                    snapshot: ArcSwap::from_pointee(Snapshot {
+                    current: ArcSwap::from_pointee(Current {
                         policies: Arc::new(Policies::resolve(service, &slots, None)),
                         rotation: Arc::new(Rotation::empty()),
                     }),
@@ -618,7 +618,7 @@ impl ClientState {
         use std::sync::atomic::Ordering::Relaxed;
         for (svc, admitted) in rotations {
             let held = |id: u32| get(id).cloned();
-            if !table_changed && svc.snapshot.load().rotation.holds(&admitted, held) {
+            if !table_changed && svc.current.load().rotation.holds(&admitted, held) {
                 continue;
             }
             let sets = loadout

@@ -576,8 +576,8 @@ async fn a_calls_future_stays_small() {
 }
 
 /// A rotation holds its members' endpoints (a call borrows the one it picks from its
-/// snapshot), so it must hold only those: an endpoint that no service lists any more is
-/// let go, even while another service's rotation stays as it was.
+/// rotation), so it must hold only those: an endpoint that no service lists any more is
+/// let go, while another service keeps the endpoint it lists.
 #[test]
 fn an_endpoint_no_service_lists_any_more_is_let_go() {
     let (host, _dir) = host();

@@ -18,7 +18,7 @@ use axle_transport::TransportError;
 use axle_wire::ErrorClass;
 
 /// One attempt at one endpoint, from its pick to its outcome. The endpoint is borrowed
-/// from the call's snapshot, which holds it to the end of the call.
+/// from the call's rotation, which holds it to the end of the call.
 pub struct Attempt<'a> {
     pub ep: &'a Arc<Endpoint>,
     permit: Permit,

@@ -20,7 +20,7 @@ use axle_plugin_host::kinds::router::{RouteReads, RouteRequest};
 const MAX_SHAPES_PER_METHOD: usize = 256;
 
 /// The candidates of a request: the selector's set id and its members, within the
-/// rotation of the call's snapshot.
+/// rotation the call read with its policy.
 pub struct Candidates<'a> {
     pub set: u32,
     /// The rotation they come from, which holds their endpoints.
