@@ -4,6 +4,7 @@
 //! is `state.rs` (`ClientState`); health (states, rotation, monitor) is the [`health`] module.
 
 mod caller_address;
+mod current;
 mod discovery_target;
 mod error;
 pub mod health;

@@ -36,6 +36,7 @@ use axle_transport::Keepalive;
 use axle_wire::Limits;
 
 use super::CallError;
+pub use crate::current::{Current, Rotation};
 
 /// How to build a client.
 #[derive(Clone, Debug)]
@@ -102,65 +103,6 @@ pub struct RouteMemo {
     pub set: u32,
     /// None: the routers kept the whole rotation.
     pub members: Option<Arc<[u32]>>,
-}
-
-/// The endpoints of a service that selection may use now, and the set that names them in
-/// each selector. Replaced whole when health or membership changes.
-pub struct Rotation {
-    /// Increases with every rotation of every service of the client.
-    pub generation: u64,
-    pub members: Arc<[u32]>,
-    /// Selector id → set id of `members` in that selector.
-    sets: rustc_hash::FxHashMap<u64, u32>,
-    /// The members themselves, by id: a call picks among the members and borrows the one
-    /// picked from here, so it neither loads the client's endpoint table nor counts a
-    /// reference of its own on the endpoint (`docs/performance.md`, "One load a call").
-    /// A rotation holds only its own members, so an endpoint that leaves every service
-    /// is released once the rotations that had it are replaced.
-    endpoints: rustc_hash::FxHashMap<u32, Arc<Endpoint>>,
-}
-
-impl Rotation {
-    /// The set of all the rotation's members in `selector`.
-    pub fn set_in(&self, selector: &SelectorPlugin) -> Option<u32> {
-        self.sets.get(&selector.id()).copied()
-    }
-
-    /// Member `id` (none: not a member of this rotation).
-    pub fn endpoint(&self, id: u32) -> Option<&Arc<Endpoint>> {
-        self.endpoints.get(&id)
-    }
-
-    /// An empty rotation, before the first membership.
-    fn empty() -> Rotation {
-        Rotation {
-            generation: 0,
-            members: Arc::from([]),
-            sets: rustc_hash::FxHashMap::default(),
-            endpoints: rustc_hash::FxHashMap::default(),
-        }
-    }
-
-    /// Whether this rotation has exactly `admitted`, as the endpoints `get` finds now (an
-    /// endpoint that left and came back under the same id is a new one).
-    fn holds(&self, admitted: &[u32], get: impl Fn(u32) -> Option<Arc<Endpoint>>) -> bool {
-        *self.members == *admitted
-            && admitted
-                .iter()
-                .all(|id| match (self.endpoint(*id), get(*id)) {
-                    (Some(held), Some(now)) => Arc::ptr_eq(held, &now),
-                    _ => false,
-                })
-    }
-}
-
-/// A service's current policies and rotation, as one value: what a call reads, in one
-/// load. A call holds one count on it (it outlives awaits), and borrows its policy,
-/// candidates and endpoint from it, where it used to load and count each of them
-/// (`docs/performance.md`, "One load a call"). Replaced whole when either part is.
-pub struct Current {
-    pub policies: Arc<Policies>,
-    pub rotation: Arc<Rotation>,
 }
 
 /// The name of the policy every method the manifest does not declare shares.
@@ -627,12 +569,13 @@ impl ClientState {
                 .map(|s| (s.id(), s.intern_set(&admitted)))
                 .collect();
             let endpoints = admitted.iter().filter_map(|id| Some((*id, held(*id)?)));
-            svc.rotate(Rotation {
-                generation: self.generation.fetch_add(1, Relaxed) + 1,
-                endpoints: endpoints.collect(),
-                members: admitted.into(),
+            let endpoints = endpoints.collect();
+            svc.rotate(Rotation::new(
+                self.generation.fetch_add(1, Relaxed) + 1,
+                admitted.into(),
                 sets,
-            });
+                endpoints,
+            ));
         }
     }
 
