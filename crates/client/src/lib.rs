@@ -77,8 +77,8 @@ pub struct Answer<T> {
 pub(crate) struct Call<'a> {
     pub svc: &'a ServiceState,
     pub policy: &'a state::MethodPolicy,
-    /// The rotation read with the policy (one load, `ServiceState::current`): the call's candidates and the
-    /// endpoints they pick are borrowed from it.
+    /// The rotation read with the policy (one load, `ServiceState::current`): the call's
+    /// candidates and the endpoints they pick are borrowed from it.
     pub rotation: &'a state::Rotation,
     pub method: &'a str,
     pub body: &'a Bytes,
