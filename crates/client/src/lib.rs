@@ -158,7 +158,7 @@ impl Client {
         self.state
             .services
             .get(service)
-            .map_or(0, |s| s.rotation().members.len())
+            .map_or(0, |s| s.read().rotation.members.len())
     }
 
     /// Health events (disabled, removed, unreachable, re-admitted) from now on.

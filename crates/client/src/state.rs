@@ -231,14 +231,11 @@ impl ServiceState {
         self.current.load_full()
     }
 
-    /// The method policies now.
-    pub fn policies(&self) -> Arc<Policies> {
-        self.current.load().policies.clone()
-    }
-
-    /// The rotation now.
-    pub fn rotation(&self) -> Arc<Rotation> {
-        self.current.load().rotation.clone()
+    /// The policies and rotation now, not counted: for a read that ends before any await
+    /// (a typed call's encoding, the views), where a count would be one more write to a
+    /// line every core's calls write.
+    pub fn read(&self) -> arc_swap::Guard<Arc<Current>> {
+        self.current.load()
     }
 
     /// Takes new slots: every policy is resolved again at once (so no call after the

@@ -589,8 +589,8 @@ fn an_endpoint_no_service_lists_any_more_is_let_go() {
     );
     let config = ClientConfig::new(m).endpoints("a", [a]).endpoints("b", [b]);
     let state = crate::state::ClientState::build(&host, config).unwrap();
-    let kept = state.services["a"].rotation();
-    let held = |service: &str| state.services[service].rotation().members.to_vec();
+    let kept = state.services["a"].read().rotation.clone();
+    let held = |service: &str| state.services[service].read().rotation.members.to_vec();
     let (id_a, id_b) = (held("a")[0], held("b")[0]);
     let gone = Arc::downgrade(&state.endpoint(id_b).unwrap());
     assert!(kept.endpoint(id_a).is_some() && kept.endpoint(id_b).is_none());
@@ -602,7 +602,7 @@ fn an_endpoint_no_service_lists_any_more_is_let_go() {
         gone.upgrade().is_none(),
         "a rotation still holds the endpoint"
     );
-    let a_now = state.services["a"].rotation();
+    let a_now = state.services["a"].read().rotation.clone();
     assert!(Arc::ptr_eq(
         a_now.endpoint(id_a).unwrap(),
         kept.endpoint(id_a).unwrap()
@@ -613,7 +613,7 @@ fn an_endpoint_no_service_lists_any_more_is_let_go() {
         .set_endpoints("b", [EndpointSpec::new("127.0.0.1:2")].into())
         .unwrap();
     let id = held("b")[0];
-    let now = state.services["b"].rotation();
+    let now = state.services["b"].read().rotation.clone();
     assert!(Arc::ptr_eq(
         now.endpoint(id).unwrap(),
         &state.endpoint(id).unwrap()

@@ -77,7 +77,8 @@ impl ClientState {
             .into_iter()
             .map(|name| {
                 let svc = &self.services[name];
-                let rotation = svc.rotation();
+                let current = svc.read();
+                let rotation = &current.rotation;
                 let endpoints = svc
                     .members
                     .load()
@@ -119,7 +120,7 @@ impl ClientState {
                         }
                     })
                     .collect();
-                let loaded = svc.policies();
+                let loaded = &current.policies;
                 let mut policies: Vec<PolicyView> = loaded
                     .all()
                     .map(|p| PolicyView {

@@ -11,13 +11,18 @@ use axle_wire::ContentType;
 /// Encodes a request value with the service's serializer; returns the bytes and their
 /// content type.
 pub fn encode(svc: &ServiceState, value: &Value) -> Result<(Bytes, ContentType), CallError> {
-    let policies = svc.policies();
-    let serializer = policies.slots().serializer.as_ref().ok_or_else(|| {
-        CallError::Encode(format!(
-            "service `{}` has no serializer: set [slots] serializer, or call with raw bytes",
-            svc.name
-        ))
-    })?;
+    let current = svc.read();
+    let serializer = current
+        .policies
+        .slots()
+        .serializer
+        .as_ref()
+        .ok_or_else(|| {
+            CallError::Encode(format!(
+                "service `{}` has no serializer: set [slots] serializer, or call with raw bytes",
+                svc.name
+            ))
+        })?;
     let bytes = serializer
         .encode(value)
         .map_err(|e| CallError::Encode(e.to_string()))?;
