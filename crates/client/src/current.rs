@@ -5,14 +5,13 @@
 
 use std::sync::Arc;
 
-use crate::state::{Endpoint, Policies};
+use crate::stages::route_memo::Shapes;
+use crate::state::{Endpoint, MethodPolicy, Policies};
 use axle_plugin_host::kinds::selector::SelectorPlugin;
 
 /// The endpoints of a service that selection may use now, and the set that names them in
 /// each selector. Replaced whole when health or membership changes.
 pub struct Rotation {
-    /// Increases with every rotation of every service of the client.
-    pub generation: u64,
     pub members: Arc<[u32]>,
     /// Selector id → set id of `members` in that selector.
     sets: rustc_hash::FxHashMap<u64, u32>,
@@ -38,13 +37,11 @@ impl Rotation {
     /// A rotation of `members` (interned as `sets`, selector id → set id), holding their
     /// `endpoints`.
     pub(crate) fn new(
-        generation: u64,
         members: Arc<[u32]>,
         sets: rustc_hash::FxHashMap<u64, u32>,
         endpoints: rustc_hash::FxHashMap<u32, Arc<Endpoint>>,
     ) -> Rotation {
         Rotation {
-            generation,
             members,
             sets,
             endpoints,
@@ -54,7 +51,6 @@ impl Rotation {
     /// An empty rotation, before the first membership.
     pub(crate) fn empty() -> Rotation {
         Rotation {
-            generation: 0,
             members: Arc::from([]),
             sets: rustc_hash::FxHashMap::default(),
             endpoints: rustc_hash::FxHashMap::default(),
@@ -85,4 +81,24 @@ impl Rotation {
 pub struct Current {
     pub policies: Arc<Policies>,
     pub rotation: Arc<Rotation>,
+    /// Each policy's memoised routes (by `MethodPolicy::index`), made from this
+    /// rotation: new with it, so a call borrows them too ("Routes kept with the
+    /// rotation").
+    routes: Box<[Shapes]>,
+}
+
+impl Current {
+    pub(crate) fn new(policies: Arc<Policies>, rotation: Arc<Rotation>) -> Current {
+        let routes = policies.all().map(|_| Shapes::default()).collect();
+        Current {
+            policies,
+            rotation,
+            routes,
+        }
+    }
+
+    /// The routes `policy` (one of these policies) memoised for this rotation.
+    pub fn routes(&self, policy: &MethodPolicy) -> Option<&Shapes> {
+        self.routes.get(policy.index)
+    }
 }

@@ -77,9 +77,10 @@ pub struct Answer<T> {
 pub(crate) struct Call<'a> {
     pub svc: &'a ServiceState,
     pub policy: &'a state::MethodPolicy,
-    /// The rotation read with the policy (one load, `ServiceState::current`): the call's
-    /// candidates and the endpoints they pick are borrowed from it.
-    pub rotation: &'a state::Rotation,
+    /// What the policy was read from (one load, `ServiceState::current`): the call's
+    /// candidates, their memoised route and the endpoints they pick are borrowed from its
+    /// rotation.
+    pub current: &'a state::Current,
     pub method: &'a str,
     pub body: &'a Bytes,
     /// The request before encoding (typed calls): routers' declared fields are read from

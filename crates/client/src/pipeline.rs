@@ -142,7 +142,7 @@ impl Client {
                     let call = Call {
                         svc,
                         policy,
-                        rotation: &current.rotation,
+                        current: &current,
                         method,
                         body: &body,
                         value,

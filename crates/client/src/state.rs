@@ -94,17 +94,6 @@ pub struct Endpoint {
     pub health: EndpointHealth,
 }
 
-/// A memoised route: the request as the routers were asked (the parts they declared),
-/// and the candidate set it led to (valid for one rotation generation).
-#[derive(Clone)]
-pub struct RouteMemo {
-    pub generation: u64,
-    pub request: spi::RouteRequest,
-    pub set: u32,
-    /// None: the routers kept the whole rotation.
-    pub members: Option<Arc<[u32]>>,
-}
-
 /// The name of the policy every method the manifest does not declare shares.
 pub const UNDECLARED: &str = "*";
 
@@ -119,10 +108,9 @@ pub struct MethodPolicy {
     /// Kept across swaps while its thresholds stay the same.
     pub breaker: Arc<Breaker>,
     pub selector: Arc<SelectorPlugin>,
-    /// Router answers per request shape (read without allocating or locking; written
-    /// copy-on-write when a new shape appears, bounded; see `stages::route`). New with
-    /// every policy, so never older than its selector.
-    pub memo: ArcSwap<Vec<RouteMemo>>,
+    /// Its place among the service's policies: where the service's `Current` keeps its
+    /// memoised routes (`Current::routes`).
+    pub index: usize,
     /// What its calls came to (kept across swaps: a swap is no reason to lose counts).
     pub counters: Arc<CallCounters>,
     /// Answers kept for `cache-ttl-ms` (none: the method does not cache; new with every
@@ -165,16 +153,19 @@ impl Policies {
             .method_governance
             .keys()
             .filter(|(s, _)| s == service)
-            .map(|(_, method)| {
-                let old = previous.and_then(|p| p.declared.get(method));
+            .enumerate()
+            .map(|(index, (_, method))| {
+                let old = previous.and_then(|p| p.declared.get(method)).map(|p| &**p);
                 let g = manifest.governance(service, method);
-                let policy = MethodPolicy::new(service, method, g, slots, old.map(|p| &**p));
+                let policy = MethodPolicy::new(service, method, g, slots, old, index);
                 (method.clone(), Arc::new(policy))
             })
-            .collect();
+            .collect::<rustc_hash::FxHashMap<_, _>>();
         let g = service_tier(manifest, service);
         let old = previous.map(|p| &*p.undeclared);
-        let undeclared = Arc::new(MethodPolicy::new(service, UNDECLARED, g, slots, old));
+        let index = declared.len();
+        let undeclared = MethodPolicy::new(service, UNDECLARED, g, slots, old, index);
+        let undeclared = Arc::new(undeclared);
         Policies {
             declared,
             undeclared,
@@ -189,6 +180,7 @@ impl MethodPolicy {
         governance: Governance,
         slots: &Arc<ServiceSlots>,
         previous: Option<&MethodPolicy>,
+        index: usize,
     ) -> Self {
         let config = BreakerConfig::from(&governance);
         let breaker = match previous {
@@ -208,7 +200,7 @@ impl MethodPolicy {
             governance,
             breaker,
             selector,
-            memo: ArcSwap::from_pointee(Vec::new()),
+            index,
             counters,
             slots: slots.clone(),
         }
@@ -244,23 +236,16 @@ impl ServiceState {
     fn swap_slots(&self, slots: Arc<ServiceSlots>) {
         let now = self.current.load();
         let next = Policies::resolve(&self.name, &slots, Some(&now.policies));
-        self.current.store(Arc::new(Current {
-            policies: Arc::new(next),
-            rotation: now.rotation.clone(),
-        }));
+        let next = Current::new(Arc::new(next), now.rotation.clone());
+        self.current.store(Arc::new(next));
     }
 
-    /// Takes a new rotation, forgetting every memoised route (they were made from the
-    /// old one). Serialised by the caller (under `published`).
+    /// Takes a new rotation, with no memoised routes (they were made from the old one).
+    /// Serialised by the caller (under `published`).
     fn rotate(&self, rotation: Rotation) {
         let now = self.current.load();
-        for p in now.policies.all() {
-            p.memo.store(Arc::new(Vec::new()));
-        }
-        self.current.store(Arc::new(Current {
-            policies: now.policies.clone(),
-            rotation: Arc::new(rotation),
-        }));
+        let next = Current::new(now.policies.clone(), Arc::new(rotation));
+        self.current.store(Arc::new(next));
     }
 }
 
@@ -308,7 +293,6 @@ pub struct ClientState {
     endpoint_breakers: BreakerConfig,
     /// Serialises membership changes and publications.
     published: Mutex<Published>,
-    generation: std::sync::atomic::AtomicU64,
     /// Wakes the health monitor (a refused connect, new membership).
     pub changed: Arc<tokio::sync::Notify>,
     /// Told by the endpoints' links when a connection stops taking requests (goaway,
@@ -339,10 +323,10 @@ impl ClientState {
                 service.clone(),
                 Arc::new(ServiceState {
                     name: service.clone(),
-                    current: ArcSwap::from_pointee(Current {
-                        policies: Arc::new(Policies::resolve(service, &slots, None)),
-                        rotation: Arc::new(Rotation::empty()),
-                    }),
+                    current: ArcSwap::from_pointee(Current::new(
+                        Arc::new(Policies::resolve(service, &slots, None)),
+                        Arc::new(Rotation::empty()),
+                    )),
                     budget: RetryBudget::new(g.retry_budget_ratio, g.retry_budget_min_per_s),
                     members: ArcSwap::from_pointee(Vec::new()),
                     cap: Cap {
@@ -368,7 +352,6 @@ impl ClientState {
             },
             endpoint_breakers: BreakerConfig::from(&global),
             published: Mutex::new(Published::default()),
-            generation: std::sync::atomic::AtomicU64::new(0),
             changed: Arc::new(tokio::sync::Notify::new()),
             links: Arc::new(tokio::sync::Notify::new()),
             events: tokio::sync::broadcast::channel(256).0,
@@ -554,7 +537,6 @@ impl ClientState {
                 r.endpoints_changed(&table);
             }
         }
-        use std::sync::atomic::Ordering::Relaxed;
         for (svc, admitted) in rotations {
             let held = |id: u32| get(id).cloned();
             if !table_changed && svc.current.load().rotation.holds(&admitted, held) {
@@ -567,12 +549,7 @@ impl ClientState {
                 .collect();
             let endpoints = admitted.iter().filter_map(|id| Some((*id, held(*id)?)));
             let endpoints = endpoints.collect();
-            svc.rotate(Rotation::new(
-                self.generation.fetch_add(1, Relaxed) + 1,
-                admitted.into(),
-                sets,
-                endpoints,
-            ));
+            svc.rotate(Rotation::new(admitted.into(), sets, endpoints));
         }
     }
 

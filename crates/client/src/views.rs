@@ -132,7 +132,7 @@ impl ClientState {
                         }
                         .to_string(),
                         breaker_opened: p.breaker.times_opened(),
-                        route_shapes: p.memo.load().len(),
+                        route_shapes: current.routes(p).map_or(0, |r| r.len()),
                         counts: p.counters.counts(),
                     })
                     .collect();

@@ -9,6 +9,7 @@ pub mod intercept;
 pub mod retry;
 pub mod route;
 pub mod route_fields;
+pub mod route_memo;
 pub mod select;
 pub mod send;
 pub mod shadow;

@@ -2,22 +2,21 @@
 //! health admits, see `health::rotation`) and narrows it with the router plugins, once per
 //! request shape and rotation. A shape is the value of exactly the parts of a request the
 //! service's routers declared they read (`declare`: tag keys, consumer app, caller
-//! address, method, fields); nothing else is filled or compared. The answer is memoised in
-//! the method's policy as a candidate set the selector already knows, so a call costs a
-//! short scan here, not a plugin call. Methods the manifest does not declare share one
-//! policy and one memo; a router that reads the method sees the name called.
+//! address, method, fields); nothing else is filled or compared. The answer is memoised
+//! beside the rotation, per method policy, as a candidate set the selector already knows
+//! (`route_memo`), so a call costs a short scan here, not a plugin call. Methods the
+//! manifest does not declare share one policy and one memo; a router that reads the
+//! method sees the name called.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use super::route_memo::RouteMemo;
 use super::shadow::{self, Shadows};
 use crate::loadout::ServiceSlots;
-use crate::state::{ClientState, Endpoint, Rotation, RouteMemo};
+use crate::state::{ClientState, Current, Endpoint, Rotation};
 use crate::{Call, CallError};
 use axle_plugin_host::kinds::router::{RouteReads, RouteRequest};
-
-/// Request shapes remembered per method policy. Callers choose the values (tags, fields),
-/// so the memo is bounded: past this many, routes are recomputed rather than remembered.
-const MAX_SHAPES_PER_METHOD: usize = 256;
 
 /// The candidates of a request: the selector's set id and its members, within the
 /// rotation the call read with its policy.
@@ -25,9 +24,9 @@ pub struct Candidates<'a> {
     pub set: u32,
     /// The rotation they come from, which holds their endpoints.
     pub rotation: &'a Rotation,
-    /// The routers' subset of the rotation (memoised); none: the whole rotation, borrowed
-    /// rather than counted.
-    pub routed: Option<Arc<[u32]>>,
+    /// Their ids: the rotation's members, or the routers' subset of them, borrowed from
+    /// the route memo (owned only when the memo is full).
+    members: Cow<'a, [u32]>,
     /// The service's shadows when this call is sampled (`stages::shadow`): the select
     /// stage shows them its pick.
     pub shadow: Option<Arc<Shadows>>,
@@ -36,7 +35,12 @@ pub struct Candidates<'a> {
 impl<'a> Candidates<'a> {
     /// Their endpoint ids.
     pub fn members(&self) -> &[u32] {
-        self.routed.as_deref().unwrap_or(&self.rotation.members)
+        &self.members
+    }
+
+    /// Whether they are the whole rotation (no router narrowed it).
+    pub fn whole_rotation(&self) -> bool {
+        std::ptr::eq(&*self.members, &*self.rotation.members)
     }
 
     /// Candidate `id`'s endpoint (none: not in the rotation).
@@ -101,10 +105,11 @@ impl Shape<'_> {
 /// The candidate set for this call. A sampled call also asks the shadow routers, after
 /// the live answer is known and without touching it.
 pub fn candidates<'a>(state: &ClientState, call: &Call<'a>) -> Result<Candidates<'a>, CallError> {
-    let rotation = call.rotation;
+    let current = call.current;
+    let rotation = &*current.rotation;
     let slots = &call.policy.slots;
     let sampled = shadow::sampled(&slots.shadow);
-    let mut live = routed(state, call, rotation, slots)?;
+    let mut live = routed(state, call, current, slots)?;
     if let Some(shadows) = sampled {
         shadow::route(state, call, &shadows, &rotation.members, &live);
         live.shadow = Some(shadows);
@@ -116,11 +121,12 @@ pub fn candidates<'a>(state: &ClientState, call: &Call<'a>) -> Result<Candidates
 fn routed<'a>(
     state: &ClientState,
     call: &Call<'_>,
-    rotation: &'a Rotation,
+    current: &'a Current,
     slots: &ServiceSlots,
 ) -> Result<Candidates<'a>, CallError> {
     let (svc, policy, options) = (call.svc, call.policy, call.options);
-    let generation = rotation.generation;
+    let rotation = &*current.rotation;
+    let whole = || Cow::Borrowed(&rotation.members[..]);
     if rotation.members.is_empty() {
         let listed = svc.members.load().len();
         return Err(CallError::NoEndpoint {
@@ -137,11 +143,12 @@ fn routed<'a>(
             return Ok(Candidates {
                 set,
                 rotation,
-                routed: None,
+                members: whole(),
                 shadow: None,
             });
         }
     }
+    let memo = current.routes(policy);
     let reads = &slots.route_reads;
     // Loaded only when a router reads it: an `ArcSwap` load is two locked operations.
     let address = reads.caller_address.then(|| svc.caller_address.load());
@@ -158,19 +165,14 @@ fn routed<'a>(
         address: address.as_deref().map_or("", |a| a.as_str()),
         fields: super::route_fields::of(state, call, &reads.fields),
     };
-    {
-        let memo = policy.memo.load();
-        let hit = memo
-            .iter()
-            .find(|m| m.generation == generation && shape.is(&m.request));
-        if let Some(m) = hit {
-            return Ok(Candidates {
-                set: m.set,
-                rotation,
-                routed: m.members.clone(),
-                shadow: None,
-            });
-        }
+    let candidates = |m: &'a RouteMemo| Candidates {
+        set: m.set,
+        rotation,
+        members: m.members.as_deref().map_or_else(whole, Cow::Borrowed),
+        shadow: None,
+    };
+    if let Some(hit) = memo.and_then(|m| m.find(|r| shape.is(r))) {
+        return Ok(candidates(hit));
     }
     let request = shape.request(&svc.name);
     let mut left = rotation.members.to_vec();
@@ -187,37 +189,28 @@ fn routed<'a>(
     let set = policy.selector.intern_set(&left);
     // Routers that keep the whole rotation (a `tag` router and a request without tags)
     // leave nothing to hold: the call borrows the rotation, as without routers.
-    let members: Option<Arc<[u32]>> = (*left != *rotation.members).then(|| left.into());
-    // (Two callers racing on a new shape may both compute it; the answer is the same, and
-    // one copy is kept.)
-    let memo = RouteMemo {
-        generation,
+    let members = (*left != *rotation.members).then(|| left.into_boxed_slice());
+    let made = RouteMemo {
         request,
         set,
-        members: members.clone(),
+        members,
     };
-    policy.memo.rcu(|shapes| {
-        let known = shapes
-            .iter()
-            .any(|m| m.generation == memo.generation && m.request == memo.request);
-        if known || shapes.len() >= MAX_SHAPES_PER_METHOD {
-            return Arc::clone(shapes);
-        }
-        // Entries of older rotations are dropped as newer ones arrive.
-        let mut grown: Vec<RouteMemo> = shapes
-            .iter()
-            .filter(|m| m.generation == memo.generation)
-            .cloned()
-            .collect();
-        grown.push(memo.clone());
-        Arc::new(grown)
-    });
-    Ok(Candidates {
-        set,
-        rotation,
-        routed: members,
-        shadow: None,
-    })
+    let kept = match memo {
+        Some(memo) => memo.keep(made),
+        None => Err(made),
+    };
+    match kept {
+        Ok(kept) => Ok(candidates(kept)),
+        // Past the memo's bound: this call's own.
+        Err(made) => Ok(Candidates {
+            set,
+            rotation,
+            members: made
+                .members
+                .map_or_else(whole, |m| Cow::Owned(m.into_vec())),
+            shadow: None,
+        }),
+    }
 }
 
 /// The parts of a request the routers read, for an error message.

@@ -113,11 +113,11 @@ pub fn select(
     // The rotation's set is defined in every selector of the loadout when the rotation
     // is made; a routed subset is interned here (a lookup, and a definition the first
     // time the shadow meets that subset).
-    let set = match &candidates.routed {
-        None => candidates.rotation.set_in(selector),
-        Some(_) => None,
-    }
-    .unwrap_or_else(|| selector.intern_set(candidates.members()));
+    let set = candidates
+        .whole_rotation()
+        .then(|| candidates.rotation.set_in(selector))
+        .flatten()
+        .unwrap_or_else(|| selector.intern_set(candidates.members()));
     let chosen = match selector.select(set, hash_key) {
         Some(s) if s.by_plugin => s.endpoint,
         _ => {
