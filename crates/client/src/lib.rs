@@ -78,8 +78,7 @@ pub(crate) struct Call<'a> {
     pub svc: &'a ServiceState,
     pub policy: &'a state::MethodPolicy,
     /// What the policy was read from (one load, `ServiceState::current`): the call's
-    /// candidates, their memoised route and the endpoints they pick are borrowed from its
-    /// rotation.
+    /// rotation, its memoised route and the endpoints it picks are borrowed from it.
     pub current: &'a state::Current,
     pub method: &'a str,
     pub body: &'a Bytes,
