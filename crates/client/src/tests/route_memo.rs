@@ -9,21 +9,23 @@ use crate::{CallError, CallOptions, Client};
 use axle_manifest::EndpointSpec;
 
 /// The routes `c` memoised after `calls` of each of `shapes` to `svc`, all within one
-/// rotation: made again if health replaced the rotation meanwhile (its monitor runs
-/// beside, and a new rotation memoises anew).
+/// `Current` (where they are kept): made again if health replaced the rotation meanwhile
+/// (its monitor runs beside, and a new rotation memoises anew), up to 50 times.
 async fn memoised(c: &Client, shapes: &[&CallOptions], calls: usize) -> usize {
-    loop {
-        let rotation = c.state.services["svc"].read().rotation.clone();
+    let current = || Arc::clone(&*c.state.services["svc"].read());
+    for _ in 0..50 {
+        let before = current();
         for options in shapes {
             for _ in 0..calls {
                 call(c, options).await.unwrap();
             }
         }
         let memoised = route_shapes(c);
-        if Arc::ptr_eq(&rotation, &c.state.services["svc"].read().rotation) {
+        if Arc::ptr_eq(&before, &current()) {
             return memoised;
         }
     }
+    panic!("the service's rotation never held still for {calls} calls a shape");
 }
 
 fn route_shapes(c: &Client) -> usize {
