@@ -1,5 +1,5 @@
 //! One measured cell: `concurrency` loops calling one system for a while, after a short
-//! warm-up, with latency from an HDR histogram and the process's CPU time and allocations
+//! warm-up, with latency from a histogram per thread and the process's CPU time and allocations
 //! read around the measured part only (the warm-up's connection set-up and first-touch
 //! allocations would otherwise be charged to the steady state).
 
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axle::core::latency::Latency;
+use axle::core::striped::Striped;
 
 use super::Row;
 use crate::{alloc_count, cpu};
@@ -46,7 +47,12 @@ where
     let call = Arc::new(call);
     warm(&call, cell.concurrency, cell.warm_up).await;
     let stop = Arc::new(AtomicBool::new(false));
-    let hist = Arc::new(Latency::default());
+    // One histogram per thread, not per loop: a loop's task moves between the runtime's
+    // workers, and a histogram of its own went with it, its lines fetched from the other
+    // core's cache on the record after a move. A system whose requests touch more memory
+    // evicted them more often, so the harness charged it more (`docs/performance.md`,
+    // "The harness's own recording").
+    let hist = Arc::new(Striped::<Latency>::default());
     let errors = Arc::new(AtomicU64::new(0));
     let cpu_before = cpu::process_cpu();
     let allocs_before = alloc_count::process_allocations();
@@ -56,16 +62,14 @@ where
             let (call, stop, hist, errors) =
                 (call.clone(), stop.clone(), hist.clone(), errors.clone());
             tokio::spawn(async move {
-                let local = Latency::default();
                 while !stop.load(Relaxed) {
                     let t = Instant::now();
                     if call().await {
-                        local.record(t.elapsed().as_nanos() as u64);
+                        hist.local().record(t.elapsed().as_nanos() as u64);
                     } else {
                         errors.fetch_add(1, Relaxed);
                     }
                 }
-                hist.merge(&local);
             })
         })
         .collect();
@@ -75,6 +79,7 @@ where
         let _ = t.await;
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let hist = Latency::merged(hist.each());
     merged.merge(&hist);
     let h = hist.snapshot();
     let per_request = |delta: f64| delta / (h.count.max(1) as f64);
@@ -121,5 +126,41 @@ where
         .collect();
     for t in tasks {
         let _ = t.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every call the loops made is in the row, as a request or an error, whichever
+    /// worker thread recorded it: the loops yield in every call, so their tasks move
+    /// between the runtime's two workers and write both threads' histograms.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_call_is_counted_once_whichever_thread_recorded_it() {
+        let made = Arc::new(AtomicU64::new(0));
+        let counted = made.clone();
+        let call = move || {
+            let n = counted.fetch_add(1, Relaxed);
+            async move {
+                tokio::task::yield_now().await;
+                n % 5 != 0
+            }
+        };
+        let cell = Cell {
+            system: "test",
+            payload_bytes: 0,
+            concurrency: 8,
+            duration: Duration::from_millis(100),
+            // No warm-up: every call made is a measured one.
+            warm_up: Duration::ZERO,
+        };
+        let merged = Latency::default();
+        let row = drive_into(cell, &merged, call).await;
+        let made = made.load(Relaxed);
+        assert!(row.requests > 0 && row.errors > 0, "{row:?}");
+        assert_eq!(row.requests + row.errors, made);
+        assert_eq!(merged.snapshot().count, row.requests);
+        assert!(row.p99_us >= row.p50_us && row.p50_us > 0.0, "{row:?}");
     }
 }
