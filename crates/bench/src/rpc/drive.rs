@@ -31,21 +31,22 @@ pub struct Cell<'a> {
 /// (`docs/performance.md`, "The bench loop's own box").
 pub(crate) async fn drive<F, Fut>(cell: Cell<'_>, call: F) -> Row
 where
-    F: Fn() -> Fut + Send + Sync + 'static,
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = bool> + Send + 'static,
 {
-    drive_into(cell, &Latency::default(), call).await
+    drive_into(cell, &Latency::default(), move || call.clone()).await
 }
 
-/// [`drive`], also adding the cell's latencies to `merged` (one system's rounds of one
-/// cell share it, so their percentiles are read over every round).
-pub(crate) async fn drive_into<F, Fut>(cell: Cell<'_>, merged: &Latency, call: F) -> Row
+/// [`drive`], with a call of each loop's own (`new_loop` makes one per loop), also adding
+/// the cell's latencies to `merged` (one system's rounds of one cell share it, so their
+/// percentiles are read over every round).
+pub(crate) async fn drive_into<L, F, Fut>(cell: Cell<'_>, merged: &Latency, new_loop: L) -> Row
 where
-    F: Fn() -> Fut + Send + Sync + 'static,
+    L: Fn() -> F + Send + Sync,
+    F: Fn() -> Fut + Send + 'static,
     Fut: Future<Output = bool> + Send + 'static,
 {
-    let call = Arc::new(call);
-    warm(&call, cell.concurrency, cell.warm_up).await;
+    warm(&new_loop, cell.concurrency, cell.warm_up).await;
     let stop = Arc::new(AtomicBool::new(false));
     // One histogram per thread, not per loop: a loop's task moves between the runtime's
     // workers, and a histogram of its own went with it, its lines fetched from the other
@@ -59,8 +60,8 @@ where
     let started = Instant::now();
     let tasks: Vec<_> = (0..cell.concurrency)
         .map(|_| {
-            let (call, stop, hist, errors) =
-                (call.clone(), stop.clone(), hist.clone(), errors.clone());
+            let call = new_loop();
+            let (stop, hist, errors) = (stop.clone(), hist.clone(), errors.clone());
             tokio::spawn(async move {
                 while !stop.load(Relaxed) {
                     let t = Instant::now();
@@ -108,15 +109,16 @@ where
     }
 }
 
-async fn warm<F, Fut>(call: &Arc<F>, concurrency: usize, d: Duration)
+async fn warm<L, F, Fut>(new_loop: &L, concurrency: usize, d: Duration)
 where
-    F: Fn() -> Fut + Send + Sync + 'static,
+    L: Fn() -> F,
+    F: Fn() -> Fut + Send + 'static,
     Fut: Future<Output = bool> + Send + 'static,
 {
     let until = Instant::now() + d;
     let tasks: Vec<_> = (0..concurrency)
         .map(|_| {
-            let call = call.clone();
+            let call = new_loop();
             tokio::spawn(async move {
                 while Instant::now() < until {
                     call().await;
@@ -156,7 +158,7 @@ mod tests {
             warm_up: Duration::ZERO,
         };
         let merged = Latency::default();
-        let row = drive_into(cell, &merged, call).await;
+        let row = drive_into(cell, &merged, move || call.clone()).await;
         let made = made.load(Relaxed);
         assert!(row.requests > 0 && row.errors > 0, "{row:?}");
         assert_eq!(row.requests + row.errors, made);

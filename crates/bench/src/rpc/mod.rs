@@ -261,7 +261,13 @@ impl Target {
             drive: Box::new(move |cell, merged, body| {
                 let client = client.clone();
                 Box::pin(drive_into(cell, merged, move || {
-                    call(client.clone(), body.clone())
+                    // A body of each loop's own, as each caller's request is: one body
+                    // cloned by every loop is one reference count written by every call
+                    // on both cores, and a system that clones the body again (Axle, for
+                    // its retries) would pay the harness's contention on it
+                    // (`docs/performance.md`, "The harness's own recording").
+                    let (client, body) = (client.clone(), Bytes::copy_from_slice(&body));
+                    move || call(client.clone(), body.clone())
                 }))
             }),
             stop: Box::new(stop),
