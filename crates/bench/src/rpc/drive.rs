@@ -146,7 +146,7 @@ mod tests {
             let n = counted.fetch_add(1, Relaxed);
             async move {
                 tokio::task::yield_now().await;
-                n % 5 != 0
+                !n.is_multiple_of(5)
             }
         };
         let cell = Cell {
