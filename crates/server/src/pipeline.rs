@@ -113,6 +113,9 @@ pin_project_lite::pin_project! {
 impl<F: Future<Output = (Frame, bool)>> Future for Waiting<'_, F> {
     type Output = Frame;
 
+    // Inlined where it is called, so the frames and context it takes and gives are not
+    // copied whole at the call (docs/performance.md, "The server's checks inlined").
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Frame> {
         let this = self.project();
         let guard = *this.guard;
@@ -150,6 +153,9 @@ impl<F: Future<Output = (Frame, bool)>> Future for Waiting<'_, F> {
 struct After(Option<(Arc<intercept_chains::Chains>, Box<intercept::Parts>)>);
 
 impl After {
+    // Inlined where it is called, so the frames and context it takes and gives are not
+    // copied whole at the call (docs/performance.md, "The server's checks inlined").
+    #[inline(always)]
     fn apply(&self, guard: &protect::MethodGuard, answer: Frame) -> Frame {
         match &self.0 {
             Some((chains, parts)) => intercept::after(chains.of(&guard.service), parts, answer),
@@ -160,6 +166,9 @@ impl After {
 
 /// Closing, parse, method entry, not served, then [`protected`]: every check before the
 /// handler, its answer when one refuses.
+// Inlined where it is called, so the frames and context it takes and gives are not
+// copied whole at the call (docs/performance.md, "The server's checks inlined").
+#[inline(always)]
 fn start<'p>(
     p: &'p Pipeline,
     mut request: Frame,
@@ -237,6 +246,9 @@ fn start<'p>(
 /// request waits on (its handler's run, started here), or the answer of the check that
 /// refused it, shown to the server-after interceptors.
 #[allow(clippy::type_complexity)]
+// Inlined where it is called, so the frames and context it takes and gives are not
+// copied whole at the call (docs/performance.md, "The server's checks inlined").
+#[inline(always)]
 fn protected<'p>(
     p: &'p Pipeline,
     guard: &'p protect::MethodGuard,

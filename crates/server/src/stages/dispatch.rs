@@ -31,6 +31,9 @@ pub fn not_found(ctx: &Context, id: u64) -> Frame {
 /// pipeline's futures nest, and each is moved by copying, so every byte held here is
 /// copied again by each level above (`docs/performance.md`, "The size of a call's
 /// future").
+// Inlined where it is called, so the frames and context it takes and gives are not
+// copied whole at the call (docs/performance.md, "The server's checks inlined").
+#[inline(always)]
 pub fn dispatch<'s>(
     handler: &Handler,
     ctx: Context,
@@ -84,6 +87,9 @@ pin_project_lite::pin_project! {
 impl Future for Handling<'_> {
     type Output = (Frame, bool);
 
+    // Inlined where it is called, so the frames and context it takes and gives are not
+    // copied whole at the call (docs/performance.md, "The server's checks inlined").
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<(Frame, bool)> {
         let this = self.project();
         let id = *this.id;
