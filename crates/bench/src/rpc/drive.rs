@@ -1,7 +1,7 @@
 //! One measured cell: `concurrency` loops calling one system for a while, after a short
-//! warm-up, with latency from a histogram per thread and the process's CPU time and allocations
-//! read around the measured part only (the warm-up's connection set-up and first-touch
-//! allocations would otherwise be charged to the steady state).
+//! warm-up, with latency from a histogram per thread and the process's CPU time and
+//! allocations read around the measured part only (the warm-up's connection set-up and
+//! first-touch allocations would otherwise be charged to the steady state).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
