@@ -136,8 +136,9 @@ mod tests {
     use super::*;
 
     /// Every call the loops made is in the row, as a request or an error, whichever
-    /// worker thread recorded it: the loops yield in every call, so their tasks move
-    /// between the runtime's two workers and write both threads' histograms.
+    /// worker thread recorded it: the loops yield in every call, so the runtime's two
+    /// workers may each run them and write their own thread's histogram (a cell that
+    /// read one thread's alone fails here, tried by hand).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_call_is_counted_once_whichever_thread_recorded_it() {
         let made = Arc::new(AtomicU64::new(0));
