@@ -40,6 +40,7 @@ impl AtomicEwma {
     }
 
     /// The current average (0: no sample yet).
+    #[inline]
     pub fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }

@@ -27,7 +27,7 @@ pub use axle_core::now_ns;
 /// never called stays small.
 #[derive(Debug)]
 pub struct EndpointCell {
-    block: Arc<LoadBlock>,
+    block: LoadBlock,
     /// The id's offset in its block.
     offset: usize,
     joined_ns: u64,
@@ -48,7 +48,7 @@ struct Record {
 
 impl EndpointCell {
     /// A new life for `id`, whose block is `block`.
-    fn new(block: Arc<LoadBlock>, id: u32, weight: u32) -> Self {
+    fn new(block: LoadBlock, id: u32, weight: u32) -> Self {
         let cell = EndpointCell {
             block,
             offset: id as usize % load::BLOCK,
@@ -200,7 +200,7 @@ pub struct FactsTable {
     cells: ArcSwap<Vec<Option<Arc<EndpointCell>>>>,
     /// The cells' load slots, by block of ids (see [`load`]); a block outlives its cells,
     /// so an id's slot is the same through every life of the endpoint.
-    blocks: ArcSwap<Vec<Option<Arc<LoadBlock>>>>,
+    blocks: ArcSwap<Vec<Option<LoadBlock>>>,
     ids: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
 
@@ -287,7 +287,7 @@ impl FactsTable {
     }
 
     /// The block holding `id`'s slot, allocated on first need.
-    fn block(&self, id: u32) -> Arc<LoadBlock> {
+    fn block(&self, id: u32) -> LoadBlock {
         let index = id as usize / load::BLOCK;
         if let Some(Some(block)) = self.blocks.load().get(index) {
             return block.clone();
@@ -309,7 +309,7 @@ impl FactsTable {
     /// Every endpoint's load slot by id, as the table is now: a selector's candidate set
     /// reads its members' loads through it on every two-choice pick.
     pub fn loads(&self) -> Loads {
-        Loads(self.blocks.load_full())
+        Loads(self.blocks.load().iter().cloned().collect())
     }
 
     /// Forgets endpoint `id` (it left the table).

@@ -59,11 +59,13 @@ impl LoadSlot {
     }
 
     /// Requests sent and not yet answered or abandoned.
+    #[inline]
     pub fn in_flight(&self) -> u32 {
         self.in_flight.load(Relaxed)
     }
 
     /// The latency EWMA (0 before the first answer).
+    #[inline]
     pub fn ewma_latency_ns(&self) -> u64 {
         self.ewma_latency_ns.get()
     }
@@ -89,6 +91,7 @@ impl LoadSlot {
 
     /// Configured weight × warm-up × health; at least 1 while the configured weight is
     /// not 0, so a ramping endpoint still gets its first calls.
+    #[inline]
     pub fn effective_weight(&self) -> u32 {
         let (configured, warmup, health) = unpack(self.weights.load(Relaxed));
         let w = u64::from(configured) * u64::from(warmup) * u64::from(health) / 1_000_000;
@@ -100,6 +103,7 @@ impl LoadSlot {
     }
 
     /// The three facts a two-choice measure compares.
+    #[inline]
     pub fn load(&self) -> Load {
         Load {
             in_flight: self.in_flight(),
@@ -125,33 +129,37 @@ fn unpack(w: u64) -> (u32, u32, u32) {
 
 /// [`BLOCK`] slots, ids `k * BLOCK ..` of block `k`.
 ///
-/// On lines of its own: every call's `started` and `finished` read where the slots are
-/// from here. Unaligned, the block's header shared its line with whatever the heap put
-/// beside it, and in one profile of several (`docs/performance.md`, "A block's header on
-/// a line of its own") half of `finished`'s samples waited on that read: a neighbour
-/// written by every call.
-#[derive(Debug)]
-#[repr(align(64))]
-pub struct LoadBlock(Box<[LoadSlot]>);
+/// The slots sit in the block's own allocation, behind the pointer its holders keep (an
+/// endpoint's cell, a candidate set's [`Loads`]), so reaching a slot reads no header on
+/// the way: a two-choice pick reads its two candidates' slots two steps from the set,
+/// where a block holding a box of slots, listed in a `Vec` behind an `Arc`, made it five
+/// dependent loads a candidate (`docs/performance.md`, "Two candidates' loads, two steps
+/// away"). The `Arc`'s counts, before the slots, are written only when a block is shared
+/// or dropped (a table change), never by a call.
+#[derive(Debug, Clone)]
+pub struct LoadBlock(Arc<[LoadSlot]>);
 
 impl LoadBlock {
-    pub(crate) fn new() -> Arc<LoadBlock> {
-        Arc::new(LoadBlock((0..BLOCK).map(|_| LoadSlot::default()).collect()))
+    pub(crate) fn new() -> LoadBlock {
+        LoadBlock((0..BLOCK).map(|_| LoadSlot::default()).collect())
     }
 
     /// The slot of the id at `offset` in the block (taken modulo [`BLOCK`]).
+    #[inline]
     pub fn slot(&self, offset: usize) -> &LoadSlot {
         &self.0[offset % BLOCK]
     }
 }
 
 /// Every block as the table had them at one moment: for a reader that looks up many ids
-/// often and is told when the endpoints change (a selector's candidate set).
+/// often and is told when the endpoints change (a selector's candidate set). The blocks
+/// are listed in a slice of its own, not the table's `Vec`: one step less to a slot.
 #[derive(Debug, Clone, Default)]
-pub struct Loads(pub(crate) Arc<Vec<Option<Arc<LoadBlock>>>>);
+pub struct Loads(pub(crate) Arc<[Option<LoadBlock>]>);
 
 impl Loads {
     /// Endpoint `id`'s slot, if its block existed then.
+    #[inline]
     pub fn slot(&self, id: u32) -> Option<&LoadSlot> {
         let id = id as usize;
         self.0.get(id / BLOCK)?.as_ref().map(|b| b.slot(id))
@@ -164,11 +172,6 @@ mod tests {
 
     #[test]
     fn a_slot_is_a_half_line_and_a_block_32_kib() {
-        assert_eq!(
-            std::mem::align_of::<LoadBlock>(),
-            64,
-            "its header on a line of its own"
-        );
         assert_eq!(std::mem::size_of::<LoadSlot>(), 32);
         assert_eq!(std::mem::align_of::<LoadSlot>(), 32);
         assert_eq!(

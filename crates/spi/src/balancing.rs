@@ -56,6 +56,7 @@ impl LoadMeasure {
     /// cost were a noticeable share of a pick: exactly in integers where the measure
     /// allows, else in floating point, where equal costs compare equal while the products
     /// stay within 53 bits (a latency of 1 ms and weights in the thousands are far below).
+    #[inline]
     pub fn keeps_first(&self, first: Load, second: Load, mean_weight: f64) -> bool {
         let (fa, fb) = (u64::from(first.in_flight), u64::from(second.in_flight));
         let (wa, wb) = (
