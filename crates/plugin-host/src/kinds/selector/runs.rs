@@ -44,17 +44,20 @@ impl SelectorPlugin {
     /// [`SelectorPlugin::select`]).
     pub(super) fn select_from_run(&self, id: u32) -> Option<Selection> {
         let two = self.measure.as_ref();
-        let made_ahead = HELD.with_borrow_mut(|held| match held {
-            Some(h) if h.selector == self.id && h.set == id && !h.members.run.is_closed() => {
-                take(&mut h.picks, &h.members, two)
-            }
-            _ => None,
+        // The set this thread holds a run of, when it is this one and still open: the
+        // next pick comes from the run, or a spent run is refilled in place.
+        let (made_ahead, holding) = HELD.with_borrow_mut(|held| match held {
+            Some(h) if h.selector == self.id && h.set == id && !h.members.run.is_closed() => (
+                take(&mut h.picks, &h.members, two),
+                Some(Arc::as_ptr(&h.members)),
+            ),
+            _ => (None, None),
         });
         if let Some(endpoint) = made_ahead {
             return Some(by_plugin(endpoint));
         }
-        match self.pool.with(|member| member.select_run(id, two)) {
-            Ok(Some((selection, members, picks))) => {
+        match self.pool.with(|member| member.select_run(id, two, holding)) {
+            Ok(Some((selection, Some(members), picks))) => {
                 let run = Held {
                     selector: self.id,
                     set: id,
@@ -64,6 +67,16 @@ impl SelectorPlugin {
                 // The run this replaces is handed back to its set as it drops, out of the
                 // plugin's lock.
                 drop(HELD.replace(Some(run)));
+                Some(selection)
+            }
+            Ok(Some((selection, None, picks))) => {
+                // A new run of the set this thread holds, whose last run is spent: the
+                // set's counts are not written, by a clone or by a drop.
+                HELD.with_borrow_mut(|held| {
+                    if let Some(h) = held {
+                        h.picks = picks;
+                    }
+                });
                 Some(selection)
             }
             Ok(None) => None,
@@ -93,20 +106,24 @@ impl Member {
     /// run-selector): the first of the picks other threads handed back, or of a new run,
     /// with the rest for the asking thread to hold. Each pick of a new run is checked
     /// against the set; one outside it voids the run (a fault).
+    ///
+    /// `holding` is the set the asking thread holds a spent run of (compared by address,
+    /// never read through): the set goes back with the picks only to a thread that does
+    /// not hold it already. A clone for every run, and the drop of the one it replaced,
+    /// wrote the set's reference count from both cores every few picks.
     fn select_run(
         &mut self,
         id: u32,
         two: Option<&LoadMeasure>,
-    ) -> Option<(Selection, Arc<SetMembers>, u64)> {
+        holding: Option<*const SetMembers>,
+    ) -> Option<(Selection, Option<Arc<SetMembers>>, u64)> {
         const NONE: u64 = u64::MAX;
-        let set = self
-            .sets
-            .get(&id)
-            .filter(|set| !set.ids.is_empty())?
-            .clone();
+        let handed =
+            |set: &Arc<SetMembers>| (holding != Some(Arc::as_ptr(set))).then(|| set.clone());
+        let set = self.sets.get(&id).filter(|set| !set.ids.is_empty())?;
         if let Some(mut left) = set.run.take_left() {
-            if let Some(endpoint) = take(&mut left, &set, two) {
-                return Some((by_plugin(endpoint), set, left));
+            if let Some(endpoint) = take(&mut left, set, two) {
+                return Some((by_plugin(endpoint), handed(set), left));
             }
         }
         let live = self.ensure();
@@ -119,24 +136,28 @@ impl Member {
                 run
             }
         });
+        // Looked up again: asking the plugin needed the member whole. The sets did not
+        // change in between (they change only under the pool's lock, which this holds).
+        let set = self.sets.get(&id)?;
         let mut rest = match run {
             Ok(run) => run,
-            Err(_) => return Some((random_pick(&set.ids), set, NONE)),
+            Err(_) => return Some((random_pick(&set.ids), handed(set), NONE)),
         };
         let mut picks = rest;
         while let Some(pick) = axle_spi::next_in_run(&mut picks) {
             if !set.members.contains(pick) {
                 let fault = Fault::Invalid(format!("endpoint {pick} is not in set {id}"));
                 self.runner.fault(&self.stats, run_export(pairs), &fault);
-                return Some((random_pick(&set.ids), set, NONE));
+                return Some((random_pick(&set.ids), handed(set), NONE));
             }
         }
-        let Some(endpoint) = take(&mut rest, &set, two) else {
+        let Some(endpoint) = take(&mut rest, set, two) else {
             // No run: one pick, as a plain selector (or a plain two-choice one) is asked.
+            let set = handed(set);
             let selection = self.select(id, 0, two)?;
             return Some((selection, set, NONE));
         };
-        Some((by_plugin(endpoint), set, rest))
+        Some((by_plugin(endpoint), handed(set), rest))
     }
 }
 

@@ -34,23 +34,37 @@ const LEFT_MAX: usize = 256;
 /// thread that asked for it; a thread that moves on to another set (or ends) hands the
 /// picks it did not use back here, and the next ask of this set takes them before the
 /// plugin makes new ones, so no pick is dropped and a rotation's shares stay its own.
+///
+/// Every pick taken from a held run reads `closed`, and every ask of the plugin reads
+/// `any_left`; neither is written by a pick or an ask, so both stay in every core's cache.
+/// The handed-back picks' lock, which an ask took every time before `any_left` said
+/// whether there was anything to take, is on a line of its own: written by both cores,
+/// beside `closed` it had a held pick wait for the line about a third of the time
+/// (`docs/performance.md`, "A held run's flag, and its set's counts, left alone").
 pub(super) struct Run {
     /// Handed-back picks, oldest first.
-    left: Mutex<VecDeque<u32>>,
+    left: Left,
+    /// Whether `left` holds a pick: set and cleared under its lock.
+    any_left: AtomicBool,
     /// The set was forgotten or redefined: picks held for it are not served.
     closed: AtomicBool,
 }
 
+/// [`Run::left`], on cache lines no other field shares.
+#[repr(align(64))]
+struct Left(Mutex<VecDeque<u32>>);
+
 impl Run {
     pub fn empty() -> Run {
         Run {
-            left: Mutex::new(VecDeque::new()),
+            left: Left(Mutex::new(VecDeque::new())),
+            any_left: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         }
     }
 
     fn left(&self) -> MutexGuard<'_, VecDeque<u32>> {
-        self.left.lock().unwrap_or_else(|e| e.into_inner())
+        self.left.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether picks held for this set may still be served. Read on every pick taken from
@@ -63,7 +77,9 @@ impl Run {
     /// that still holds a run of it must ask the plugin for the set that replaced it.
     pub fn close(&self) {
         self.closed.store(true, Release);
-        self.left().clear();
+        let mut left = self.left();
+        left.clear();
+        self.any_left.store(false, Release);
     }
 
     /// Keeps `picks` (packed, `axle_spi::pack_run`) for the next ask of the set.
@@ -77,16 +93,28 @@ impl Run {
                 left.push_back(pick);
             }
         }
+        if !left.is_empty() {
+            self.any_left.store(true, Release);
+        }
     }
 
     /// Up to a run's worth of handed-back picks, oldest first, packed; `None` if none.
+    /// Without a pick left, the lock is not taken: a pick handed back while this looks
+    /// is taken by the next ask.
     pub fn take_left(&self) -> Option<u64> {
+        if !self.any_left.load(Acquire) {
+            return None;
+        }
         let mut left = self.left();
         if left.is_empty() {
             return None;
         }
         let n = left.len().min(axle_spi::RUN);
-        Some(axle_spi::pack_run(left.drain(..n)))
+        let run = axle_spi::pack_run(left.drain(..n));
+        if left.is_empty() {
+            self.any_left.store(false, Release);
+        }
+        Some(run)
     }
 }
 
@@ -208,5 +236,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn picks_handed_back_are_taken_oldest_first_a_run_at_a_time_until_none_is_left() {
+        let run = Run::empty();
+        assert_eq!(run.take_left(), None, "nothing handed back");
+        run.hand_back(axle_spi::pack_run([1, 2, 3]));
+        run.hand_back(axle_spi::pack_run([4, 5]));
+        let mut taken = Vec::new();
+        while let Some(mut picks) = run.take_left() {
+            let before = taken.len();
+            while let Some(pick) = axle_spi::next_in_run(&mut picks) {
+                taken.push(pick);
+            }
+            assert!(taken.len() - before <= axle_spi::RUN);
+        }
+        assert_eq!(taken, [1, 2, 3, 4, 5]);
+        assert_eq!(run.take_left(), None, "all taken");
+        // Handed back again after all was taken: taken again.
+        run.hand_back(axle_spi::pack_run([6]));
+        assert_eq!(run.take_left(), Some(axle_spi::pack_run([6])));
+        // A closed set keeps nothing, and takes nothing more.
+        run.hand_back(axle_spi::pack_run([7]));
+        run.close();
+        run.hand_back(axle_spi::pack_run([8]));
+        assert_eq!(run.take_left(), None);
+        assert!(run.is_closed());
     }
 }
