@@ -72,10 +72,12 @@ impl SelectorPlugin {
             Ok(Some((selection, None, picks))) => {
                 // A new run of the set this thread holds, whose last run is spent: the
                 // set's counts are not written, by a clone or by a drop.
-                HELD.with_borrow_mut(|held| {
-                    if let Some(h) = held {
-                        h.picks = picks;
-                    }
+                HELD.with_borrow_mut(|held| match held {
+                    // Still the run `holding` named: nothing ran on this thread between
+                    // (a thread-local only this thread touches), so the other arm is never
+                    // taken; it is there so a new run can never land on another set's.
+                    Some(h) if holding == Some(Arc::as_ptr(&h.members)) => h.picks = picks,
+                    _ => {}
                 });
                 Some(selection)
             }

@@ -39,8 +39,9 @@ const LEFT_MAX: usize = 256;
 /// `any_left`; neither is written by a pick or an ask, so both stay in every core's cache.
 /// The handed-back picks' lock, which an ask took every time before `any_left` said
 /// whether there was anything to take, is on a line of its own: written by both cores,
-/// beside `closed` it had a held pick wait for the line about a third of the time
-/// (`docs/performance.md`, "A held run's flag, and its set's counts, left alone").
+/// beside `closed` it made a held pick wait for that line (in one profile of several, a
+/// third of the held path's samples: `docs/performance.md`, "A held run's flag, and its
+/// set's counts, left alone").
 pub(super) struct Run {
     /// Handed-back picks, oldest first.
     left: Left,
