@@ -36,7 +36,8 @@ const LEFT_MAX: usize = 256;
 /// plugin makes new ones, so no pick is dropped and a rotation's shares stay its own.
 ///
 /// Every pick taken from a held run reads `closed`, and every ask of the plugin reads
-/// `any_left`; neither is written by a pick or an ask, so both stay in every core's cache.
+/// `any_left`; neither is written by a pick, nor by an ask that finds nothing handed back,
+/// so both stay in every core's cache.
 /// The handed-back picks' lock, which an ask took every time before `any_left` said
 /// whether there was anything to take, is on a line of its own: written by both cores,
 /// beside `closed` it made a held pick wait for that line (in one profile of several, a
