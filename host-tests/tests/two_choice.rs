@@ -6,7 +6,8 @@
 //! `two-choice-run-selector` world), and the C example of the plain world
 //! (`plugins/examples/c/least-active`), on the real request path, against real providers,
 //! keeping calls off a slow one. A fixture that traps, asked for pairs one at a time or
-//! in runs, costs no call.
+//! in runs, costs no call; one that traps late in an ask of several runs loses none of
+//! the pairs it drew before.
 
 use axle::client::{CallOptions, Client};
 use axle::manifest::{ComponentSource, EndpointSpec, PluginKind, PluginSpec};
@@ -264,4 +265,116 @@ fn a_two_choice_selector_that_traps_on_the_request_path_costs_no_call() {
             .unwrap();
         assert_eq!(selector(&loaded).pairs(), runs, "{fixture}");
     }
+}
+
+/// The kernel asks a run-selector for several runs in one hold of its lock. A fault on a
+/// later call of an ask ends the ask, and the runs already drawn are served, each pick
+/// still the plugin's: on the request path against real providers, every call is
+/// answered and the plugin is not quarantined; and counted pick by pick from the
+/// runtime's workers, only the picks made while a trapped instance was being replaced
+/// are the kernel's (no trap costs a pick).
+#[test]
+fn a_fault_late_in_an_ask_of_runs_keeps_the_pairs_drawn_before_it() {
+    let servers: Vec<ServeProcess> = (0..3).map(|_| ServeProcess::start(&[])).collect();
+    let runtime = rt();
+    let _in = runtime.enter();
+    let t = TestHost::new();
+    let path = built_component("axle_fixture_two_choice_runs");
+    let mut m = axle::manifest::Manifest::embedded().unwrap();
+    m.endpoints.clear();
+    let mut config = toml::Table::new();
+    // Each instance answers three calls (six pairs) and traps on the fourth.
+    config.insert("mode".into(), toml::Value::String("trap-seventh".into()));
+    m.plugins.insert(
+        "two".into(),
+        PluginSpec {
+            timeout_ms: 1000,
+            config,
+            ..PluginSpec::new(
+                "two",
+                PluginKind::Selector,
+                ComponentSource::File(path.clone()),
+            )
+        },
+    );
+    m.services.entry("echo".into()).or_default().selector = Some("two".into());
+    let endpoints = servers.iter().map(|s| EndpointSpec::new(&s.addr));
+    let client = Client::new(
+        &t.host,
+        axle::client::ClientConfig::new(m).endpoints("echo", endpoints),
+    )
+    .unwrap();
+    let (ok, failed) =
+        axle_host_tests::drive_echo(&runtime, &client, 16, 50, "trap-seventh", |_, _| {
+            CallOptions::default()
+        });
+    assert_eq!((ok, failed), (800, 0));
+    let stats = axle_host_tests::plugin_stats(&client, "two");
+    // Each instance traps on the fourth call of its first ask (how many instances come
+    // up in 800 calls is the machine's pace), one fault in four calls: no quarantine.
+    assert!(stats.traps >= 1, "{stats:?}");
+    assert_eq!(stats.trips, 0, "{stats:?}");
+
+    // Pick by pick: the same plugin, its picks taken by tasks on the runtime's workers.
+    let extra = "[plugins.two.config]\nmode = \"trap-seventh\"";
+    let loaded = t
+        .load(
+            &manifest("two", "selector", path.to_str().unwrap(), extra),
+            "two",
+        )
+        .unwrap();
+    let loaded = std::sync::Arc::new(loaded);
+    selector(&loaded).endpoints_changed(&table(&[100; 3]));
+    selector(&loaded).define_set(0, vec![0, 1, 2]);
+    // Picking until a few instances have trapped: after a kernel's pick (an instance
+    // being replaced), a task waits a little so the replacement can come up.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let picks: Vec<(bool, u32)> = runtime.block_on(async {
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let (loaded, stop) = (loaded.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut picks = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let pick = selector(&loaded).select(0, 0).expect("a defined set");
+                        picks.push((pick.by_plugin, pick.endpoint));
+                        if pick.by_plugin {
+                            tokio::task::yield_now().await;
+                        } else {
+                            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                        }
+                    }
+                    picks
+                })
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while loaded.stats.snapshot().traps < 5 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut picks = Vec::new();
+        for task in tasks {
+            picks.extend(task.await.expect("a picking task finished"));
+        }
+        picks
+    });
+    let stats = loaded.stats.snapshot();
+    assert!(stats.traps >= 5, "{stats:?}");
+    // The plugin's picks are its pair's, the set's first two members.
+    let theirs = picks.iter().filter(|(by_plugin, _)| *by_plugin);
+    assert!(
+        theirs.clone().all(|&(_, endpoint)| endpoint < 2),
+        "{picks:?}"
+    );
+    // The kernel's are one a fault that left no pick: while an instance was replaced,
+    // and any fault other than the traps (none was expected). An ask voided by its
+    // trap would add one each.
+    let kernels = picks.len() - theirs.count();
+    eprintln!("{} picks, {kernels} by the kernel: {stats:?}", picks.len());
+    let others = stats.faults() - stats.traps;
+    assert!(
+        kernels as u64 <= stats.replacing + others,
+        "{kernels} picks by the kernel: {stats:?}"
+    );
 }

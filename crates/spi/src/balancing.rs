@@ -163,11 +163,16 @@ pub fn next_in_run(run: &mut u64) -> Option<EndpointId> {
     Some(id as EndpointId)
 }
 
+/// How many picks a packed run ([`pack_run`]) carries.
+pub fn run_len(run: u64) -> usize {
+    (0..RUN)
+        .take_while(|i| (run >> (16 * i)) & RUN_END != RUN_END)
+        .count()
+}
+
 /// `run` with whole pairs only: an odd last pick, half a pair, is ended off.
 pub fn whole_pairs(run: u64) -> u64 {
-    let n = (0..RUN)
-        .take_while(|i| (run >> (16 * i)) & RUN_END != RUN_END)
-        .count();
+    let n = run_len(run);
     if n % 2 == 1 {
         run | RUN_END << (16 * (n - 1))
     } else {
@@ -209,6 +214,13 @@ mod tests {
         assert_eq!(whole_pairs(pack_run([4])), u64::MAX);
         assert_eq!(whole_pairs(pack_run([1, 2, 3, 4])), pack_run([1, 2, 3, 4]));
         assert_eq!(whole_pairs(u64::MAX), u64::MAX);
+        let lens = [
+            u64::MAX,
+            pack_run([4]),
+            pack_run([1, 2, 9]),
+            pack_run([1, 2, 3, 4]),
+        ];
+        assert_eq!(lens.map(run_len), [0, 1, 3, 4]);
     }
 
     #[test]

@@ -15,8 +15,8 @@ mod tree;
 mod utf8;
 
 pub use balancing::{
-    mean_weight, next_in_run, next_pair_in_run, pack_pair, pack_run, unpack_pair, whole_pairs,
-    Load, LoadMeasure, Pair, RUN, RUN_ID_LIMIT,
+    mean_weight, next_in_run, next_pair_in_run, pack_pair, pack_run, run_len, unpack_pair,
+    whole_pairs, Load, LoadMeasure, Pair, RUN, RUN_ID_LIMIT,
 };
 pub use intercept::{
     refusal_class, InterceptCall, InterceptDeclaration, InterceptPoint, InterceptReads,

@@ -1,15 +1,16 @@
 //! A run-selector's picks (WIT `run-selector`): the kernel asks `select-run` for up to four
-//! picks, uses the first, and the thread that asked holds the rest for its next calls of
-//! the same set, in the plugin's order, without the plugin's lock or any write another
-//! core reads. A thread that moves on to another set, or ends, hands the picks it did not
-//! use back to the set ([`super::sets::Run`]), and the next ask of that set, from any
-//! thread, takes them before the plugin makes new ones: no pick is dropped, so a
-//! rotation's shares stay exact.
+//! picks, up to [`RUNS_AN_ASK`] times in one hold of the plugin's lock, uses the first
+//! pick, and the thread that asked holds the rest for its next calls of the same set, in
+//! the plugin's order, without the plugin's lock or any write another core reads. A
+//! thread that moves on to another set, or ends, hands the picks it did not use back to
+//! the set ([`super::sets::Run`]), and the next ask of that set, from any thread, takes
+//! them before the plugin makes new ones: no pick is dropped, so a rotation's shares stay
+//! exact.
 //!
 //! A two-choice run-selector's pairs (WIT `two-choice-run-selector`) go the same way, two
-//! ids at a time: the kernel asks `select-two-run` for two pairs, and each pair is
-//! compared by the set's loads when it is taken, so a pick made ahead still goes to the
-//! lighter candidate of that moment. Only whole pairs are held and handed back.
+//! ids at a time: the kernel asks `select-two-run` for two pairs (as many times), and each
+//! pair is compared by the set's loads when it is taken, so a pick made ahead still goes
+//! to the lighter candidate of that moment. Only whole pairs are held and handed back.
 
 use std::sync::Arc;
 
@@ -18,24 +19,38 @@ use axle_spi::LoadMeasure;
 use super::{random_pick, wire_id, Member, Runner, Selection, SelectorPlugin, SetMembers};
 use crate::stats::Fault;
 
-/// A run held by a thread: the picks of set `set` of selector `selector` it has not
-/// used yet, packed (`axle_spi::pack_run`; all ones: none).
+/// How many runs one ask of the plugin takes, one call after another in one hold of its
+/// lock: 16 picks (8 pairs) an ask. The lock's word is a line the other core wrote last,
+/// and the first call of a hold finds wasmtime's tables cold where the next ones find them
+/// warm, so four calls in one hold cost far less than four holds (`docs/performance.md`,
+/// "Four runs in one hold of the lock").
+pub(super) const RUNS_AN_ASK: usize = 4;
+
+/// The picks a thread holds: up to [`RUNS_AN_ASK`] packed runs (`axle_spi::pack_run`),
+/// used in order; a spent run is all ones.
+type Picks = [u64; RUNS_AN_ASK];
+
+/// No picks held.
+const NO_PICKS: Picks = [u64::MAX; RUNS_AN_ASK];
+
+/// The runs held by a thread: the picks of set `set` of selector `selector` it has not
+/// used yet.
 struct Held {
     selector: u64,
     set: u32,
     members: Arc<SetMembers>,
-    picks: u64,
+    picks: Picks,
 }
 
 impl Drop for Held {
     /// The thread moved on (or ended): what it did not use goes back to the set.
     fn drop(&mut self) {
-        self.members.run.hand_back(self.picks);
+        self.members.run.hand_back(&self.picks);
     }
 }
 
 thread_local! {
-    /// The run this thread holds, of the set it took a run-selector's pick from last.
+    /// The runs this thread holds, of the set it took a run-selector's pick from last.
     static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
 }
 
@@ -70,12 +85,12 @@ impl SelectorPlugin {
                 Some(selection)
             }
             Ok(Some((selection, None, picks))) => {
-                // A new run of the set this thread holds, whose last run is spent: the
+                // New runs of the set this thread holds, whose last runs are spent: the
                 // set's counts are not written, by a clone or by a drop.
                 HELD.with_borrow_mut(|held| match held {
-                    // Still the run `holding` named: nothing ran on this thread between
+                    // Still the runs `holding` named: nothing ran on this thread between
                     // (a thread-local only this thread touches), so the other arm is never
-                    // taken; it is there so a new run can never land on another set's.
+                    // taken; it is there so new runs can never land on another set's.
                     Some(h) if holding == Some(Arc::as_ptr(&h.members)) => h.picks = picks,
                     _ => {}
                 });
@@ -88,13 +103,18 @@ impl SelectorPlugin {
     }
 }
 
-/// The next pick off `picks`: the next one, or with `two` (a two-choice selector's
+/// The next pick off the runs held: the next one, or with `two` (a two-choice selector's
 /// pairs), the lighter of the next pair by the set's loads now.
-fn take(picks: &mut u64, set: &SetMembers, two: Option<&LoadMeasure>) -> Option<u32> {
+fn take(picks: &mut Picks, set: &SetMembers, two: Option<&LoadMeasure>) -> Option<u32> {
+    picks.iter_mut().find_map(|run| take_from(run, set, two))
+}
+
+/// [`take`], from one packed run.
+fn take_from(run: &mut u64, set: &SetMembers, two: Option<&LoadMeasure>) -> Option<u32> {
     match two {
-        None => axle_spi::next_in_run(picks),
+        None => axle_spi::next_in_run(run),
         Some(measure) => {
-            let (first, second) = axle_spi::next_pair_in_run(picks)?;
+            let (first, second) = axle_spi::next_pair_in_run(run)?;
             Some(match &set.loads {
                 Some(loads) => loads.lighter(measure, first, second),
                 None => first,
@@ -105,21 +125,20 @@ fn take(picks: &mut u64, set: &SetMembers, two: Option<&LoadMeasure>) -> Option<
 
 impl Member {
     /// Picks from set `id` for a run-selector (or with `two`, a two-choice
-    /// run-selector): the first of the picks other threads handed back, or of a new run,
-    /// with the rest for the asking thread to hold. Each pick of a new run is checked
-    /// against the set; one outside it voids the run (a fault).
+    /// run-selector): the first of the picks other threads handed back, or of new runs,
+    /// with the rest for the asking thread to hold. Each pick of the new runs is checked
+    /// against the set; one outside it voids them all (a fault).
     ///
-    /// `holding` is the set the asking thread holds a spent run of (compared by address,
+    /// `holding` is the set the asking thread holds spent runs of (compared by address,
     /// never read through): the set goes back with the picks only to a thread that does
-    /// not hold it already. A clone for every run, and the drop of the one it replaced,
+    /// not hold it already. A clone for every ask, and the drop of the one it replaced,
     /// wrote the set's reference count from both cores every few picks.
     fn select_run(
         &mut self,
         id: u32,
         two: Option<&LoadMeasure>,
         holding: Option<*const SetMembers>,
-    ) -> Option<(Selection, Option<Arc<SetMembers>>, u64)> {
-        const NONE: u64 = u64::MAX;
+    ) -> Option<(Selection, Option<Arc<SetMembers>>, Picks)> {
         let handed =
             |set: &Arc<SetMembers>| (holding != Some(Arc::as_ptr(set))).then(|| set.clone());
         let set = self.sets.get(&id).filter(|set| !set.ids.is_empty())?;
@@ -128,36 +147,29 @@ impl Member {
                 return Some((by_plugin(endpoint), handed(set), left));
             }
         }
-        let live = self.ensure();
         let pairs = two.is_some();
-        let run = live.and_then(|()| self.runner.run(id, pairs)).map(|run| {
-            // Held and handed back in whole pairs only, so pairs never mix.
-            if pairs {
-                axle_spi::whole_pairs(run)
-            } else {
-                run
-            }
-        });
+        let runs = self.ensure().and_then(|()| self.runner.runs(id, pairs));
         // Looked up again: asking the plugin needed the member whole. The sets did not
         // change in between (they change only under the pool's lock, which this holds).
         let set = self.sets.get(&id)?;
-        let mut rest = match run {
-            Ok(run) => run,
-            Err(_) => return Some((random_pick(&set.ids), handed(set), NONE)),
+        let mut rest = match runs {
+            Ok(runs) => runs,
+            Err(_) => return Some((random_pick(&set.ids), handed(set), NO_PICKS)),
         };
-        let mut picks = rest;
-        while let Some(pick) = axle_spi::next_in_run(&mut picks) {
-            if !set.members.contains(pick) {
-                let fault = Fault::Invalid(format!("endpoint {pick} is not in set {id}"));
-                self.runner.fault(&self.stats, run_export(pairs), &fault);
-                return Some((random_pick(&set.ids), handed(set), NONE));
+        for mut picks in rest {
+            while let Some(pick) = axle_spi::next_in_run(&mut picks) {
+                if !set.members.contains(pick) {
+                    let fault = Fault::Invalid(format!("endpoint {pick} is not in set {id}"));
+                    self.runner.fault(&self.stats, run_export(pairs), &fault);
+                    return Some((random_pick(&set.ids), handed(set), NO_PICKS));
+                }
             }
         }
         let Some(endpoint) = take(&mut rest, set, two) else {
             // No run: one pick, as a plain selector (or a plain two-choice one) is asked.
             let set = handed(set);
             let selection = self.select(id, 0, two)?;
-            return Some((selection, set, NONE));
+            return Some((selection, set, NO_PICKS));
         };
         Some((by_plugin(endpoint), handed(set), rest))
     }
@@ -172,6 +184,33 @@ fn by_plugin(endpoint: u32) -> Selection {
 }
 
 impl Runner {
+    /// Up to [`RUNS_AN_ASK`] runs (with `pairs`, of pairs, whole pairs only), asked one
+    /// after another. Asking stops at a run shorter than a full one (the plugin has no
+    /// more to give, or an id a run cannot carry came next), and at a fault: a fault on
+    /// the first call is the answer; on a later one, the runs already made are (each
+    /// pick the plugin's own, checked like any other), and the next ask finds the
+    /// instance the fault replaced.
+    fn runs(&mut self, id: u32, pairs: bool) -> Result<Picks, Fault> {
+        let mut runs = NO_PICKS;
+        for (i, slot) in runs.iter_mut().enumerate() {
+            let run = match self.run(id, pairs) {
+                Ok(run) => run,
+                Err(fault) if i == 0 => return Err(fault),
+                Err(_) => break,
+            };
+            // Held and handed back in whole pairs only, so pairs never mix.
+            *slot = if pairs {
+                axle_spi::whole_pairs(run)
+            } else {
+                run
+            };
+            if axle_spi::run_len(*slot) < axle_spi::RUN {
+                break;
+            }
+        }
+        Ok(runs)
+    }
+
     /// `select-run`, or with `pairs` `select-two-run`: a packed run.
     fn run(&mut self, id: u32, pairs: bool) -> Result<u64, Fault> {
         let what = run_export(pairs);
@@ -326,15 +365,21 @@ mod tests {
             .collect()
     }
 
+    /// One ask: [`RUNS_AN_ASK`] calls of `what`, in one hold of the lock.
+    fn one_ask(what: &'static str) -> [&'static str; RUNS_AN_ASK] {
+        [what; RUNS_AN_ASK]
+    }
+
     #[test]
-    fn a_run_serves_the_next_picks_in_the_plugins_order_with_one_call() {
+    fn runs_serve_the_next_picks_in_the_plugins_order_with_one_ask() {
         let (p, asked) = rotation();
         assert!(p.runs());
         let (a, b) = (p.intern_set(&[10, 11, 12]), p.intern_set(&[20, 21]));
         assert_eq!(picks(&p, a, 5), [10, 11, 12, 10, 11]);
+        // Four runs of four in one ask: this thread holds eleven more.
         assert_eq!(
             std::mem::take(&mut *asked.lock().unwrap()),
-            ["select-run", "select-run"]
+            one_ask("select-run")
         );
         // A thread moving between sets drops no pick: it hands what it holds back to the
         // set it leaves, takes it again when it comes back, and each set's rotation goes
@@ -347,18 +392,23 @@ mod tests {
         assert_eq!(seen, [20, 12, 21, 10, 20, 11]);
         assert_eq!(
             std::mem::take(&mut *asked.lock().unwrap()),
-            ["select-run"],
-            "set a's picks were all served from its runs; set b needed one"
+            one_ask("select-run"),
+            "set a's picks were all served from its runs; set b needed one ask"
         );
-        // Another thread holds a run of its own, and hands back what it did not use when
-        // it ends: this thread's next pick of the set is the first of those.
+        // Another thread holds runs of its own (the rotation's picks 16 to 31, this
+        // thread holding eight of the first ask's), and hands back what it did not use
+        // when it ends.
         let other = std::thread::scope(|s| s.spawn(|| picks(&p, a, 2)).join().unwrap());
-        assert_eq!(other, [12, 10]);
-        assert_eq!(picks(&p, a, 1), [11]);
+        assert_eq!(other, [11, 12]);
+        // This thread leaves set a, handing back its eight after the other thread's
+        // fourteen, and comes back: its next pick of the set is the first of those.
+        assert_eq!(picks(&p, b, 1), [21]);
+        assert_eq!(picks(&p, a, 1), [10]);
+        assert_eq!(*asked.lock().unwrap(), one_ask("select-run"), "the other's");
         // The call itself, run or not (`axle bench plugins`): the plugin's own next pick,
-        // after the ones its runs made (this thread still holds 12).
+        // after the 32 its runs made.
         asked.lock().unwrap().clear();
-        assert_eq!(p.ask(a, 7).map(|s| s.endpoint), Some(10));
+        assert_eq!(p.ask(a, 7).map(|s| s.endpoint), Some(12));
         assert_eq!(*asked.lock().unwrap(), ["select"]);
     }
 
@@ -393,13 +443,15 @@ mod tests {
         // Every thread has ended, so what it held is back in its set.
         let left = |set: u32| {
             let mut picks = Vec::new();
-            while let Some(mut run) = p
+            while let Some(runs) = p
                 .pool
-                .peek(|m| m.sets.get(&set).and_then(|s| s.run.take_left()))
+                .peek(|m| m.sets.get(&set).and_then(|s| s.run.take_left::<1>()))
                 .flatten()
             {
-                while let Some(pick) = axle_spi::next_in_run(&mut run) {
-                    picks.push(pick);
+                for mut run in runs {
+                    while let Some(pick) = axle_spi::next_in_run(&mut run) {
+                        picks.push(pick);
+                    }
                 }
             }
             picks
@@ -445,7 +497,7 @@ mod tests {
     fn a_run_naming_an_endpoint_outside_the_set_is_void_and_counted() {
         // A run of picks, and a run of pairs.
         for pairs in [false, true] {
-            let (p, _, _) = cycle(pairs, true, false);
+            let (p, _, asked) = cycle(pairs, true, false);
             let set = p.intern_set(&[1, 2]);
             for _ in 0..4 {
                 let pick = p.select(set, 0).expect("the kernel's random pick");
@@ -453,6 +505,8 @@ mod tests {
                 assert!([1, 2].contains(&pick.endpoint));
             }
             assert_eq!(p.counters().stats.invalid, 4, "pairs: {pairs}");
+            // A run shorter than a full one ends its ask: one call a pick.
+            assert_eq!(asked.lock().unwrap().len(), 4, "pairs: {pairs}");
         }
     }
 
@@ -473,15 +527,15 @@ mod tests {
         assert_eq!(picks(&p, set, 1), [3]);
         assert_eq!(
             std::mem::take(&mut *asked.lock().unwrap()),
-            ["select-two-run"],
-            "two picks, one call"
+            one_ask("select-two-run"),
+            "eight pairs, one ask"
         );
-        // The next run: (3, 1), then (1, 2), by the loads of now (1: 5, 2: 10, 3: 0).
+        // The next pairs: (3, 1), then (1, 2), by the loads of now (1: 5, 2: 10, 3: 0).
         assert_eq!(picks(&p, set, 2), [3, 1]);
-        assert_eq!(*asked.lock().unwrap(), ["select-two-run"]);
-        // The call itself (`axle bench plugins`): one pair, compared at once.
-        asked.lock().unwrap().clear();
-        assert_eq!(p.ask(set, 7).map(|s| s.endpoint), Some(3)); // (2, 3): 2 is busy
+        assert!(asked.lock().unwrap().is_empty(), "still the same ask's");
+        // The call itself (`axle bench plugins`): one pair, compared at once, after the
+        // eight the ask drew.
+        assert_eq!(p.ask(set, 7).map(|s| s.endpoint), Some(3)); // (3, 1): 1 is busy
         assert_eq!(*asked.lock().unwrap(), ["select-two"]);
     }
 
@@ -496,13 +550,14 @@ mod tests {
         busy(&cells[1], 3);
         // This thread's pick of the set is that pair, compared now: 3.
         assert_eq!(picks(&p, a, 1), [3]);
-        assert_eq!(*asked.lock().unwrap(), ["select-two-run"]);
-        // Set b has runs of its own; back to set a, nothing of it was held: asked again.
+        assert_eq!(*asked.lock().unwrap(), one_ask("select-two-run"));
+        // Set b has pairs of its own; this thread hands set a's back as it leaves, and
+        // takes them again when it comes back: the next, (3, 1), both idle, the first.
         assert_eq!(picks(&p, b, 1), [3]); // (2, 3)
-        assert_eq!(picks(&p, a, 1), [3]); // (3, 1): both idle, the first
+        assert_eq!(picks(&p, a, 1), [3]);
         assert_eq!(
             *asked.lock().unwrap(),
-            ["select-two-run", "select-two-run", "select-two-run"]
+            [one_ask("select-two-run"); 2].concat()
         );
     }
 

@@ -25,9 +25,9 @@ pub(super) struct SetMembers {
     pub run: Run,
 }
 
-/// The most handed-back picks a set keeps: each thread hands back at most a run less
-/// its first pick, and the next ask of the set takes them before the plugin is asked, so
-/// this is only reached by many threads leaving one set at once.
+/// The most handed-back picks a set keeps: each thread hands back at most one ask's runs
+/// less their first pick, and the next ask of the set takes them before the plugin is
+/// asked, so this is only reached by many threads leaving one set at once.
 const LEFT_MAX: usize = 256;
 
 /// What a set keeps of its run-selector's runs ([`SetMembers::run`]). A run is held by the
@@ -84,15 +84,18 @@ impl Run {
         self.any_left.store(false, Release);
     }
 
-    /// Keeps `picks` (packed, `axle_spi::pack_run`) for the next ask of the set.
-    pub fn hand_back(&self, mut picks: u64) {
-        if picks == u64::MAX || self.is_closed() {
+    /// Keeps the picks of `runs` (each packed, `axle_spi::pack_run`), in order, for the
+    /// next ask of the set. Nothing to keep takes no lock.
+    pub fn hand_back(&self, runs: &[u64]) {
+        if runs.iter().all(|&run| run == u64::MAX) || self.is_closed() {
             return;
         }
         let mut left = self.left();
-        while let Some(pick) = axle_spi::next_in_run(&mut picks) {
-            if left.len() < LEFT_MAX {
-                left.push_back(pick);
+        for mut run in runs.iter().copied() {
+            while let Some(pick) = axle_spi::next_in_run(&mut run) {
+                if left.len() < LEFT_MAX {
+                    left.push_back(pick);
+                }
             }
         }
         if !left.is_empty() {
@@ -100,10 +103,12 @@ impl Run {
         }
     }
 
-    /// Up to a run's worth of handed-back picks, oldest first, packed; `None` if none.
-    /// Without a pick left, the lock is not taken: a pick handed back while this looks
-    /// is taken by the next ask.
-    pub fn take_left(&self) -> Option<u64> {
+    /// Up to `N` runs' worth of handed-back picks, oldest first, packed a run at a time
+    /// (the runs after the last pick all ones): what one ask of the plugin would have
+    /// made, so a thread that takes them keeps their order as it would keep its own.
+    /// `None` if none. Without a pick left, the lock is not taken: a pick handed back
+    /// while this looks is taken by the next ask.
+    pub fn take_left<const N: usize>(&self) -> Option<[u64; N]> {
         if !self.any_left.load(Acquire) {
             return None;
         }
@@ -111,12 +116,15 @@ impl Run {
         if left.is_empty() {
             return None;
         }
-        let n = left.len().min(axle_spi::RUN);
-        let run = axle_spi::pack_run(left.drain(..n));
+        let mut runs = [u64::MAX; N];
+        for run in &mut runs {
+            let n = left.len().min(axle_spi::RUN);
+            *run = axle_spi::pack_run(left.drain(..n));
+        }
         if left.is_empty() {
             self.any_left.store(false, Release);
         }
-        Some(run)
+        Some(runs)
     }
 }
 
@@ -241,29 +249,38 @@ mod tests {
     }
 
     #[test]
-    fn picks_handed_back_are_taken_oldest_first_a_run_at_a_time_until_none_is_left() {
+    fn picks_handed_back_are_taken_oldest_first_an_ask_at_a_time_until_none_is_left() {
         let run = Run::empty();
-        assert_eq!(run.take_left(), None, "nothing handed back");
-        run.hand_back(axle_spi::pack_run([1, 2, 3]));
-        run.hand_back(axle_spi::pack_run([4, 5]));
+        let pack = |ids: &[u32]| axle_spi::pack_run(ids.iter().copied());
+        const NONE: u64 = u64::MAX;
+        assert_eq!(run.take_left::<2>(), None, "nothing handed back");
+        run.hand_back(&[NONE, NONE]);
+        assert_eq!(run.take_left::<2>(), None, "nothing to keep");
+        run.hand_back(&[pack(&[1, 2, 3]), pack(&[4, 5, 6, 7])]);
+        run.hand_back(&[pack(&[8, 9]), NONE]);
         let mut taken = Vec::new();
-        while let Some(mut picks) = run.take_left() {
+        while let Some(runs) = run.take_left::<2>() {
             let before = taken.len();
-            while let Some(pick) = axle_spi::next_in_run(&mut picks) {
-                taken.push(pick);
+            for mut picks in runs {
+                while let Some(pick) = axle_spi::next_in_run(&mut picks) {
+                    taken.push(pick);
+                }
             }
-            assert!(taken.len() - before <= axle_spi::RUN);
+            assert!(taken.len() - before <= 2 * axle_spi::RUN);
         }
-        assert_eq!(taken, [1, 2, 3, 4, 5]);
-        assert_eq!(run.take_left(), None, "all taken");
-        // Handed back again after all was taken: taken again.
-        run.hand_back(axle_spi::pack_run([6]));
-        assert_eq!(run.take_left(), Some(axle_spi::pack_run([6])));
+        assert_eq!(taken, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(run.take_left::<2>(), None, "all taken");
+        // Handed back again after all was taken: taken again, packed a run at a time.
+        run.hand_back(&[pack(&[1, 2, 3, 4]), pack(&[5])]);
+        assert_eq!(
+            run.take_left::<3>(),
+            Some([pack(&[1, 2, 3, 4]), pack(&[5]), NONE])
+        );
         // A closed set keeps nothing, and takes nothing more.
-        run.hand_back(axle_spi::pack_run([7]));
+        run.hand_back(&[pack(&[7])]);
         run.close();
-        run.hand_back(axle_spi::pack_run([8]));
-        assert_eq!(run.take_left(), None);
+        run.hand_back(&[pack(&[8])]);
+        assert_eq!(run.take_left::<2>(), None);
         assert!(run.is_closed());
     }
 }
