@@ -9,6 +9,8 @@
 //! in runs, costs no call; one that traps late in an ask of several runs loses none of
 //! the pairs it drew before.
 
+use std::path::PathBuf;
+
 use axle::client::{CallOptions, Client};
 use axle::manifest::{ComponentSource, EndpointSpec, PluginKind, PluginSpec};
 use axle_host_tests::{
@@ -22,6 +24,34 @@ fn fixture(t: &TestHost, mode: &str) -> axle::plugin::LoadedPlugin {
     t.load(
         &manifest("two", "selector", path.to_str().unwrap(), &extra),
         "two",
+    )
+    .unwrap()
+}
+
+/// A client whose `echo` service picks among `servers` with the selector `component` in
+/// mode `mode`, under the name `two`.
+fn echo_client(t: &TestHost, servers: &[ServeProcess], component: PathBuf, mode: &str) -> Client {
+    let mut m = axle::manifest::Manifest::embedded().unwrap();
+    m.endpoints.clear();
+    let mut config = toml::Table::new();
+    config.insert("mode".into(), toml::Value::String(mode.into()));
+    m.plugins.insert(
+        "two".into(),
+        PluginSpec {
+            timeout_ms: 1000,
+            config,
+            ..PluginSpec::new(
+                "two",
+                PluginKind::Selector,
+                ComponentSource::File(component),
+            )
+        },
+    );
+    m.services.entry("echo".into()).or_default().selector = Some("two".into());
+    let endpoints = servers.iter().map(|s| EndpointSpec::new(&s.addr));
+    Client::new(
+        &t.host,
+        axle::client::ClientConfig::new(m).endpoints("echo", endpoints),
     )
     .unwrap()
 }
@@ -213,29 +243,7 @@ fn a_two_choice_selector_that_traps_on_the_request_path_costs_no_call() {
         ("axle_fixture_two_choice", false),
         ("axle_fixture_two_choice_runs", true),
     ] {
-        let mut m = axle::manifest::Manifest::embedded().unwrap();
-        m.endpoints.clear();
-        let mut config = toml::Table::new();
-        config.insert("mode".into(), toml::Value::String("trap".into()));
-        m.plugins.insert(
-            "two".into(),
-            PluginSpec {
-                timeout_ms: 1000,
-                config,
-                ..PluginSpec::new(
-                    "two",
-                    PluginKind::Selector,
-                    ComponentSource::File(built_component(fixture)),
-                )
-            },
-        );
-        m.services.entry("echo".into()).or_default().selector = Some("two".into());
-        let endpoints = servers.iter().map(|s| EndpointSpec::new(&s.addr));
-        let client = Client::new(
-            &t.host,
-            axle::client::ClientConfig::new(m).endpoints("echo", endpoints),
-        )
-        .unwrap();
+        let client = echo_client(&t, &servers, built_component(fixture), "trap");
         let before: Vec<u64> = servers.iter().map(|s| calls_at(&client, &s.addr)).collect();
         // Every pick traps (calls carry no hash key): 16 callers × 50 echo calls, each
         // answered through the kernel's random fallback while the instance is replaced.
@@ -280,30 +288,8 @@ fn a_fault_late_in_an_ask_of_runs_keeps_the_pairs_drawn_before_it() {
     let _in = runtime.enter();
     let t = TestHost::new();
     let path = built_component("axle_fixture_two_choice_runs");
-    let mut m = axle::manifest::Manifest::embedded().unwrap();
-    m.endpoints.clear();
-    let mut config = toml::Table::new();
     // Each instance answers three calls (six pairs) and traps on the fourth.
-    config.insert("mode".into(), toml::Value::String("trap-seventh".into()));
-    m.plugins.insert(
-        "two".into(),
-        PluginSpec {
-            timeout_ms: 1000,
-            config,
-            ..PluginSpec::new(
-                "two",
-                PluginKind::Selector,
-                ComponentSource::File(path.clone()),
-            )
-        },
-    );
-    m.services.entry("echo".into()).or_default().selector = Some("two".into());
-    let endpoints = servers.iter().map(|s| EndpointSpec::new(&s.addr));
-    let client = Client::new(
-        &t.host,
-        axle::client::ClientConfig::new(m).endpoints("echo", endpoints),
-    )
-    .unwrap();
+    let client = echo_client(&t, &servers, path.clone(), "trap-seventh");
     let (ok, failed) =
         axle_host_tests::drive_echo(&runtime, &client, 16, 50, "trap-seventh", |_, _| {
             CallOptions::default()

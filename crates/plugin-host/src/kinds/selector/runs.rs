@@ -186,10 +186,10 @@ fn by_plugin(endpoint: u32) -> Selection {
 impl Runner {
     /// Up to [`RUNS_AN_ASK`] runs (with `pairs`, of pairs, whole pairs only), asked one
     /// after another. Asking stops at a run shorter than a full one (the plugin has no
-    /// more to give, or an id a run cannot carry came next), and at a fault: a fault on
-    /// the first call is the answer; on a later one, the runs already made are (each
-    /// pick the plugin's own, checked like any other), and the next ask finds the
-    /// instance the fault replaced.
+    /// more to give, or an id a run cannot carry came next), and at a fault. A fault on
+    /// the first call is the answer; after a fault on a later one, the answer is the runs
+    /// already made (each pick the plugin's own, checked like any other), and the next
+    /// ask finds the instance the fault replaced.
     fn runs(&mut self, id: u32, pairs: bool) -> Result<Picks, Fault> {
         let mut runs = NO_PICKS;
         for (i, slot) in runs.iter_mut().enumerate() {
