@@ -364,3 +364,39 @@ fn a_fault_late_in_an_ask_of_runs_keeps_the_pairs_drawn_before_it() {
         "{kernels} picks by the kernel: {stats:?}"
     );
 }
+
+/// An ask makes a component's next call only while it has taken less than a quarter of
+/// one call's timeout, so a slow plugin holds its lock about as long as one call, where
+/// four would keep every other thread waiting four times as long. With a timeout of
+/// 360 ms (a quarter: 90 ms): a fast fixture is asked four times for the first pick, one
+/// taking 100 ms a call once (the pick taken on a multi-thread runtime's worker, as a
+/// request takes it).
+#[test]
+fn an_ask_of_a_slow_plugin_makes_one_call_where_a_fast_one_makes_four() {
+    let runtime = rt();
+    let t = TestHost::new();
+    let path = built_component("axle_fixture_two_choice_runs");
+    for (mode, calls) in [("pair", 4), ("slow", 1)] {
+        let extra = format!("timeout-ms = 360\n[plugins.two.config]\nmode = \"{mode}\"");
+        let loaded = t
+            .load(
+                &manifest("two", "selector", path.to_str().unwrap(), &extra),
+                "two",
+            )
+            .unwrap();
+        let loaded = std::sync::Arc::new(loaded);
+        selector(&loaded).endpoints_changed(&table(&[100; 3]));
+        selector(&loaded).define_set(0, vec![0, 1, 2]);
+        let before = loaded.stats.snapshot().calls;
+        let picker = loaded.clone();
+        let task = runtime.spawn(async move { selector(&picker).select(0, 0) });
+        let pick = runtime
+            .block_on(task)
+            .expect("the picking task finished")
+            .expect("a defined set");
+        assert!(pick.by_plugin, "{mode}: {pick:?}");
+        let stats = loaded.stats.snapshot();
+        assert_eq!(stats.calls - before, calls, "{mode}: {stats:?}");
+        assert_eq!(stats.faults(), 0, "{mode}: {stats:?}");
+    }
+}

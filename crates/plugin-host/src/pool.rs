@@ -13,7 +13,9 @@
 //! No caller waits for an instance longer than the plugin's `timeout-ms`: past that the
 //! call is answered by the kind's safe default and counted as a `busy` fault. A call into
 //! an instance is itself bounded by the same deadline, so a plugin that is slow or stuck
-//! holds each caller for at most about twice its `timeout-ms`, never for the queue's
+//! holds each caller for at most about twice its `timeout-ms` (a run-selector's ask, up to
+//! four calls in one hold, makes a call after the first only within a quarter of it:
+//! `kinds/selector/runs.rs`), never for the queue's
 //! length — and a plugin in quarantine (`quarantine.rs`) is not waited for at all.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

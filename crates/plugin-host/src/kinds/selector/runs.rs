@@ -13,6 +13,7 @@
 //! to the lighter candidate of that moment. Only whole pairs are held and handed back.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axle_spi::LoadMeasure;
 
@@ -25,6 +26,10 @@ use crate::stats::Fault;
 /// warm, so four calls in one hold cost far less than four holds (`docs/performance.md`,
 /// "Four runs in one hold of the lock").
 pub(super) const RUNS_AN_ASK: usize = 4;
+
+/// An ask makes a component's next call only while it has taken less than this share
+/// of one call's timeout ([`Runner::runs`]): a quarter.
+const ASK_SHARE: u32 = 4;
 
 /// The picks a thread holds: up to [`RUNS_AN_ASK`] packed runs (`axle_spi::pack_run`),
 /// used in order; a spent run is all ones.
@@ -190,9 +195,27 @@ impl Runner {
     /// the first call is the answer; after a fault on a later one, the answer is the runs
     /// already made (each pick the plugin's own, checked like any other), and the next
     /// ask finds the instance the fault replaced.
+    ///
+    /// A component's next call is made only while the ask has taken less than
+    /// [`ASK_SHARE`] of one call's timeout: each call has a deadline of its own, and four
+    /// of a slow plugin's calls in one hold would keep every other thread waiting for
+    /// the lock up to four times as long as one call can (`pool.rs`). So an ask holds the
+    /// lock at most a quarter of a timeout longer than one call; asks of a fast plugin
+    /// (microseconds) are never cut. A native twin has no deadline, and is always asked
+    /// four times.
     fn runs(&mut self, id: u32, pairs: bool) -> Result<Picks, Fault> {
+        let budget = match self {
+            Runner::Wasm(inst) => {
+                let timeout = Duration::from_millis(inst.prepared().spec.timeout_ms);
+                Some((Instant::now(), timeout / ASK_SHARE))
+            }
+            Runner::Native(_) => None,
+        };
         let mut runs = NO_PICKS;
         for (i, slot) in runs.iter_mut().enumerate() {
+            if i > 0 && budget.is_some_and(|(asked, share)| asked.elapsed() >= share) {
+                break;
+            }
             let run = match self.run(id, pairs) {
                 Ok(run) => run,
                 Err(fault) if i == 0 => return Err(fault),
