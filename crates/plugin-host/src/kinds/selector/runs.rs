@@ -27,8 +27,8 @@ use crate::stats::Fault;
 /// "Four runs in one hold of the lock").
 pub(super) const RUNS_AN_ASK: usize = 4;
 
-/// An ask makes a component's next call only while it has taken less than this share
-/// of one call's timeout ([`Runner::runs`]): a quarter.
+/// An ask makes a component's next call only while it has taken less than one call's
+/// timeout divided by this ([`Runner::runs`]): a quarter of it.
 const ASK_SHARE: u32 = 4;
 
 /// The picks a thread holds: up to [`RUNS_AN_ASK`] packed runs (`axle_spi::pack_run`),
@@ -196,8 +196,8 @@ impl Runner {
     /// already made (each pick the plugin's own, checked like any other), and the next
     /// ask finds the instance the fault replaced.
     ///
-    /// A component's next call is made only while the ask has taken less than
-    /// [`ASK_SHARE`] of one call's timeout: each call has a deadline of its own, and four
+    /// A component's next call is made only while the ask has taken less than a quarter
+    /// of one call's timeout ([`ASK_SHARE`]): each call has a deadline of its own, and four
     /// of a slow plugin's calls in one hold would keep every other thread waiting for
     /// the lock up to four times as long as one call can (`pool.rs`). So an ask holds the
     /// lock at most a quarter of a timeout longer than one call; asks of a fast plugin
