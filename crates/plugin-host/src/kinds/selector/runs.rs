@@ -25,7 +25,7 @@ use crate::stats::Fault;
 /// and the first call of a hold finds wasmtime's tables cold where the next ones find them
 /// warm, so four calls in one hold cost far less than four holds (`docs/performance.md`,
 /// "Four runs in one hold of the lock").
-pub(super) const RUNS_AN_ASK: usize = 4;
+const RUNS_AN_ASK: usize = 4;
 
 /// An ask makes a component's next call only while it has taken less than one call's
 /// timeout divided by this ([`Runner::runs`]): a quarter of it.
