@@ -19,6 +19,8 @@
 //! no other core. [`SLOTS_ENV`] sizes the pool; if it cannot be reserved, instances are
 //! mapped one by one as before.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
@@ -53,9 +55,30 @@ const KEEP_RESIDENT: usize = 2 << 20;
 /// of thousands; the memory budget counts them anyway, `host_state.rs`).
 const TABLE_ELEMENTS: usize = 1 << 20;
 
+/// The ticks an engine's ticker has made: the epoch, counted where the kernel can read it
+/// (wasmtime keeps its own count to itself). One load reads it, where a clock reading
+/// costs tens of nanoseconds (`docs/performance.md`, "Four runs in one hold of the
+/// lock"); it is as coarse as a deadline, one [`TICK`], and falls behind with the ticker
+/// as a deadline does (`kinds/selector/runs.rs` times an ask of a run-selector by it).
+/// One per engine, so that hosts in one process (tests) count their own.
+#[derive(Clone, Debug, Default)]
+pub struct Ticks(Arc<AtomicU64>);
+
+impl Ticks {
+    /// Ticks made so far.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn tick(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Builds the engine and starts its epoch ticker (a thread that stops when the engine is
-/// dropped).
-pub fn new_engine() -> wasmtime::Result<Engine> {
+/// dropped), which counts its ticks in the [`Ticks`] returned beside the engine.
+pub fn new_engine() -> wasmtime::Result<(Engine, Ticks)> {
     let slots = match slots_from_env(std::env::var(SLOTS_ENV).ok().as_deref()) {
         Ok(slots) => slots,
         Err(e) => return Err(wasmtime::Error::msg(e)),
@@ -76,8 +99,9 @@ pub fn new_engine() -> wasmtime::Result<Engine> {
             }
         },
     };
-    start_ticker(engine.weak());
-    Ok(engine)
+    let ticks = Ticks::default();
+    start_ticker(engine.weak(), ticks.clone());
+    Ok((engine, ticks))
 }
 
 /// Reads [`SLOTS_ENV`]: unset means [`DEFAULT_SLOTS`].
@@ -127,13 +151,16 @@ pub(crate) fn config(slots: Option<u32>) -> Config {
     config
 }
 
-fn start_ticker(engine: wasmtime::EngineWeak) {
+fn start_ticker(engine: wasmtime::EngineWeak, ticks: Ticks) {
     let spawned = std::thread::Builder::new()
         .name("axle-epoch".into())
         .spawn(move || loop {
             std::thread::sleep(TICK);
             match engine.upgrade() {
-                Some(e) => e.increment_epoch(),
+                Some(e) => {
+                    e.increment_epoch();
+                    ticks.tick();
+                }
                 None => return,
             }
         });
@@ -146,8 +173,13 @@ fn start_ticker(engine: wasmtime::EngineWeak) {
 /// Deadline in ticks for a timeout: one extra tick, because the next tick may come at
 /// any moment after the deadline is set.
 pub fn deadline_ticks(timeout_ms: u64) -> u64 {
+    ticks_in(timeout_ms) + 1
+}
+
+/// Whole ticks in `ms` milliseconds, rounded up.
+pub fn ticks_in(ms: u64) -> u64 {
     let tick_ms = TICK.as_millis().max(1) as u64;
-    timeout_ms.div_ceil(tick_ms) + 1
+    ms.div_ceil(tick_ms)
 }
 
 #[cfg(test)]
@@ -162,6 +194,34 @@ mod tests {
         assert_eq!(slots_from_env(Some("64")), Ok(64));
         let err = slots_from_env(Some("many")).unwrap_err();
         assert!(err.contains(SLOTS_ENV) && err.contains("many"), "{err}");
+    }
+
+    /// Waits until `ticks` has made `n` more (failing after 30 s without them).
+    fn wait_for(ticks: &Ticks, n: u64) {
+        let from = ticks.now();
+        let waited = std::time::Instant::now();
+        while ticks.now() < from + n {
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "the ticker never ticked"
+            );
+            std::thread::sleep(TICK);
+        }
+    }
+
+    #[test]
+    fn each_engine_counts_its_own_ticks_until_it_is_dropped() {
+        let (a, a_ticks) = new_engine().expect("engine");
+        let (_b, b_ticks) = new_engine().expect("engine");
+        wait_for(&a_ticks, 3);
+        drop(a);
+        // The ticker may be between its upgrade and its count when the engine goes.
+        let left = a_ticks.now() + 1;
+        wait_for(&b_ticks, 5);
+        assert!(
+            a_ticks.now() <= left,
+            "a dropped engine's ticker stopped counting"
+        );
     }
 
     #[test]

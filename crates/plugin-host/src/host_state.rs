@@ -242,7 +242,7 @@ mod tests {
     /// Instantiates each module in turn in one store (as a component's core instances
     /// share their component instance's store).
     fn instantiate_all(modules: &[&[u8]], budget_mib: u64) -> Result<(), String> {
-        let engine = crate::engine::new_engine().expect("engine");
+        let (engine, _) = crate::engine::new_engine().expect("engine");
         let owner = Owner {
             plugin: "many".into(),
             kind: "selector",

@@ -126,6 +126,8 @@ pub struct LoadedPlugin {
 /// `host` imports read.
 pub struct PluginHost {
     engine: Engine,
+    /// The engine's ticker's count, handed to every plugin beside the engine.
+    ticks: engine::Ticks,
     linker: Linker<HostState>,
     cache: ArtifactCache,
     facts: Arc<FactsTable>,
@@ -141,7 +143,7 @@ impl PluginHost {
     /// A host caching artifacts in `cache_dir` (`None`: never cache).
     pub fn new(cache_dir: Option<PathBuf>) -> anyhow::Result<Self> {
         let wasm = |e: wasmtime::Error| anyhow::anyhow!("{e:#}");
-        let engine = engine::new_engine().map_err(wasm)?;
+        let (engine, ticks) = engine::new_engine().map_err(wasm)?;
         let mut linker = Linker::new(&engine);
         // WASI p2 with nothing granted and nothing that waits (`wasi/`), for guests whose
         // toolchain imports it; then the kernel's own `host` interface.
@@ -154,6 +156,7 @@ impl PluginHost {
         let cache = ArtifactCache::new(&engine, cache_dir);
         Ok(PluginHost {
             engine,
+            ticks,
             linker,
             cache,
             facts: FactsTable::new(),
@@ -392,6 +395,7 @@ impl PluginHost {
         })?;
         let prepared = Arc::new(Prepared::<K> {
             engine: self.engine.clone(),
+            ticks: self.ticks.clone(),
             spec: spec.clone(),
             name: spec.name.as_str().into(),
             pre,

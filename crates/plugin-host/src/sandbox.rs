@@ -72,6 +72,9 @@ where
 /// Everything the instances of one plugin share.
 pub struct Prepared<K: Kind> {
     pub engine: Engine,
+    /// The engine's ticks, for a caller that times a hold of several calls as cheaply
+    /// as a deadline is kept.
+    pub ticks: crate::engine::Ticks,
     pub spec: PluginSpec,
     pub name: Arc<str>,
     pub pre: K::Pre,

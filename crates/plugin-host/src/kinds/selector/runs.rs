@@ -13,11 +13,11 @@
 //! to the lighter candidate of that moment. Only whole pairs are held and handed back.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use axle_spi::LoadMeasure;
 
 use super::{random_pick, wire_id, Member, Runner, Selection, SelectorPlugin, SetMembers};
+use crate::engine;
 use crate::stats::Fault;
 
 /// How many runs one ask of the plugin takes, one call after another in one hold of its
@@ -29,7 +29,7 @@ const RUNS_AN_ASK: usize = 4;
 
 /// An ask makes a component's next call only while it has taken less than one call's
 /// timeout divided by this ([`Runner::runs`]): a quarter of it.
-const ASK_SHARE: u32 = 4;
+const ASK_SHARE: u64 = 4;
 
 /// The picks a thread holds: up to [`RUNS_AN_ASK`] packed runs (`axle_spi::pack_run`),
 /// used in order; a spent run is all ones.
@@ -200,20 +200,24 @@ impl Runner {
     /// of one call's timeout ([`ASK_SHARE`]): each call has a deadline of its own, and four
     /// of a slow plugin's calls in one hold would keep every other thread waiting for
     /// the lock up to four times as long as one call can (`pool.rs`). So an ask holds the
-    /// lock at most a quarter of a timeout longer than one call; asks of a fast plugin
-    /// (microseconds) are never cut. A native twin has no deadline, and is always asked
+    /// lock at most a quarter of a timeout (and a tick) longer than one call. The time is
+    /// the engine's ticks, read by one load each, as coarse as the calls' deadlines: an
+    /// ask of a fast plugin (microseconds) is cut only when a tick falls in it, and then
+    /// by the tick, not by the plugin. A native twin has no deadline, and is always asked
     /// four times.
     fn runs(&mut self, id: u32, pairs: bool) -> Result<Picks, Fault> {
+        // A component's: the tick the ask began at, and the ticks it may take.
         let budget = match self {
             Runner::Wasm(inst) => {
-                let timeout = Duration::from_millis(inst.prepared().spec.timeout_ms);
-                Some((Instant::now(), timeout / ASK_SHARE))
+                let prepared = inst.prepared();
+                let share = prepared.spec.timeout_ms.div_ceil(ASK_SHARE);
+                Some((prepared.ticks.now(), engine::ticks_in(share)))
             }
             Runner::Native(_) => None,
         };
         let mut runs = NO_PICKS;
         for (i, slot) in runs.iter_mut().enumerate() {
-            if i > 0 && budget.is_some_and(|(asked, share)| asked.elapsed() >= share) {
+            if i > 0 && budget.is_some_and(|(asked, share)| self.ticks_now() - asked >= share) {
                 break;
             }
             let run = match self.run(id, pairs) {
@@ -232,6 +236,14 @@ impl Runner {
             }
         }
         Ok(runs)
+    }
+
+    /// The engine's ticks, for a component (a native twin is not timed).
+    fn ticks_now(&self) -> u64 {
+        match self {
+            Runner::Wasm(inst) => inst.prepared().ticks.now(),
+            Runner::Native(_) => 0,
+        }
     }
 
     /// `select-run`, or with `pairs` `select-two-run`: a packed run.
