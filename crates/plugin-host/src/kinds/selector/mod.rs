@@ -160,10 +160,7 @@ impl Member {
             },
         };
         match endpoint {
-            Ok(endpoint) => Some(Selection {
-                endpoint,
-                by_plugin: true,
-            }),
+            Ok(endpoint) => Some(Selection::by_plugin(endpoint)),
             Err(fault) => {
                 let what = if two.is_some() {
                     "select-two"
@@ -236,6 +233,16 @@ pub struct Selection {
     pub endpoint: u32,
     /// `false` when the kernel's random fallback chose (plugin fault or `none`).
     pub by_plugin: bool,
+}
+
+impl Selection {
+    /// A pick the plugin made.
+    fn by_plugin(endpoint: u32) -> Self {
+        Selection {
+            endpoint,
+            by_plugin: true,
+        }
+    }
 }
 
 /// Distinguishes selector plugins in the per-thread feedback buffers.

@@ -74,7 +74,7 @@ impl SelectorPlugin {
             _ => (None, None),
         });
         if let Some(endpoint) = made_ahead {
-            return Some(by_plugin(endpoint));
+            return Some(Selection::by_plugin(endpoint));
         }
         match self.pool.with(|member| member.select_run(id, two, holding)) {
             Ok(Some((selection, Some(members), picks))) => {
@@ -149,7 +149,7 @@ impl Member {
         let set = self.sets.get(&id).filter(|set| !set.ids.is_empty())?;
         if let Some(mut left) = set.run.take_left() {
             if let Some(endpoint) = take(&mut left, set, two) {
-                return Some((by_plugin(endpoint), handed(set), left));
+                return Some((Selection::by_plugin(endpoint), handed(set), left));
             }
         }
         let pairs = two.is_some();
@@ -176,15 +176,7 @@ impl Member {
             let selection = self.select(id, 0, two)?;
             return Some((selection, set, NO_PICKS));
         };
-        Some((by_plugin(endpoint), handed(set), rest))
-    }
-}
-
-/// A pick the plugin made.
-fn by_plugin(endpoint: u32) -> Selection {
-    Selection {
-        endpoint,
-        by_plugin: true,
+        Some((Selection::by_plugin(endpoint), handed(set), rest))
     }
 }
 
@@ -197,16 +189,13 @@ impl Runner {
     /// ask finds the instance the fault replaced.
     ///
     /// A component's next call is made only while the ask has taken less than a quarter
-    /// of one call's timeout ([`ASK_SHARE`]): each call has a deadline of its own, and four
-    /// of a slow plugin's calls in one hold would keep every other thread waiting for
-    /// the lock up to four times as long as one call can (`pool.rs`). So an ask holds the
-    /// lock at most a quarter of a timeout (and a tick) longer than one call. The time is
-    /// the engine's ticks, read by one load each, as coarse as the calls' deadlines: an
-    /// ask of a fast plugin (microseconds) is cut only when a tick falls in it, and then
-    /// by the tick, not by the plugin. A native twin has no deadline, and is always asked
-    /// four times.
+    /// of one call's timeout ([`ASK_SHARE`]), counted in the engine's ticks (a load each,
+    /// as coarse as the calls' deadlines): four of a slow plugin's calls in one hold would
+    /// keep every other thread waiting for the lock four times as long as one call can
+    /// (`pool.rs`). A fast plugin's ask is cut only when a tick falls in it. A native twin
+    /// has no deadline, and is always asked four times.
     fn runs(&mut self, id: u32, pairs: bool) -> Result<Picks, Fault> {
-        // A component's: the tick the ask began at, and the ticks it may take.
+        // A component's ask: the tick it began at, and the ticks it may take.
         let budget = match self {
             Runner::Wasm(inst) => {
                 let prepared = inst.prepared();
@@ -238,7 +227,7 @@ impl Runner {
         Ok(runs)
     }
 
-    /// The engine's ticks, for a component (a native twin is not timed).
+    /// The engine's ticks (a native twin is not timed).
     fn ticks_now(&self) -> u64 {
         match self {
             Runner::Wasm(inst) => inst.prepared().ticks.now(),
