@@ -4,6 +4,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use crate::striped::Writers;
+
 /// Weight of the newest sample, as a shift (1/2^3 = 1/8).
 const SHIFT: u32 = 3;
 
@@ -24,9 +26,21 @@ pub struct AtomicEwma(AtomicU64);
 impl AtomicEwma {
     /// Folds in one sample.
     pub fn record(&self, sample: u64) {
-        let _ = self
-            .0
-            .fetch_update(Relaxed, Relaxed, |old| Some(next(old, sample)));
+        self.record_by(sample, Writers::Many);
+    }
+
+    /// Folds in one sample, written by `writers`: one thread alone needs no
+    /// compare-and-swap (`crate::striped`).
+    #[inline]
+    pub fn record_by(&self, sample: u64, writers: Writers) {
+        match writers {
+            Writers::One => self.0.store(next(self.0.load(Relaxed), sample), Relaxed),
+            Writers::Many => {
+                let _ = self
+                    .0
+                    .fetch_update(Relaxed, Relaxed, |old| Some(next(old, sample)));
+            }
+        }
     }
 
     /// Sets the average (one made from others', say).

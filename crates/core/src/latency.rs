@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::ewma::AtomicEwma;
+use crate::striped::Writers;
 
 /// Sub-buckets per power of two, as a shift (2^4 = 16).
 const SUB_BITS: u32 = 4;
@@ -108,14 +109,26 @@ fn value_of(i: usize) -> u64 {
 impl Latency {
     /// One request took `ns`.
     pub fn record(&self, ns: u64) {
-        self.ewma_ns.record(ns);
-        self.sum_ns.fetch_add(ns, Relaxed);
+        self.record_by(ns, Writers::Many);
+    }
+
+    /// One request took `ns`, written by `writers`: a thread's own copy of a striped
+    /// histogram is written without a locked instruction (`crate::striped`).
+    #[inline]
+    pub fn record_by(&self, ns: u64, writers: Writers) {
+        self.ewma_ns.record_by(ns, writers);
+        writers.add(&self.sum_ns, ns);
         // Read first: `fetch_max` is a locked compare-and-swap even when the maximum
-        // stands, on a line every request of the method writes from every core.
+        // stands.
         if ns > self.max_ns.load(Relaxed) {
-            self.max_ns.fetch_max(ns, Relaxed);
+            match writers {
+                Writers::One => self.max_ns.store(ns, Relaxed),
+                Writers::Many => {
+                    self.max_ns.fetch_max(ns, Relaxed);
+                }
+            }
         }
-        self.buckets[bucket_of(ns)].fetch_add(1, Relaxed);
+        writers.add(&self.buckets[bucket_of(ns)], 1);
     }
 
     /// Adds `other`'s samples to these (per-task histograms merged at the end of a load

@@ -108,6 +108,9 @@ struct State {
     window_start: u64,
     failures: u32,
     slow: u32,
+    /// The calls counted when the window started. The counts are never set back, so each
+    /// thread's has one writer (`axle_core::striped`).
+    counted_before: u64,
     /// Half-open rounds so far (names the round a probe belongs to).
     rounds: u32,
 }
@@ -123,13 +126,14 @@ pub struct Breaker {
     closed: AtomicBool,
     /// Consecutive failures (reset by a success).
     consecutive: AtomicU32,
-    /// Calls in the current window: written by every call that ends, from every core, so
+    /// Calls counted since the breaker was made (the window's are those past
+    /// `State::counted_before`): written by every call that ends, from every core, so
     /// kept per thread (`axle_core::striped`) and added up only when a failure or a slow
     /// call is judged. One count on one line made every call wait for that line, and
     /// beside the fields every call only reads (`closed`, `consecutive`, the config) it
     /// made their reads miss too (`docs/performance.md`, "Shared counts", "Counts written
     /// by every core").
-    total: Striped<AtomicU32>,
+    total: Striped<AtomicU64>,
     state: Mutex<State>,
     opened: AtomicU64,
 }
@@ -147,6 +151,7 @@ impl Breaker {
                 window_start: now_ns(),
                 failures: 0,
                 slow: 0,
+                counted_before: 0,
                 rounds: 0,
             }),
             opened: AtomicU64::new(0),
@@ -176,15 +181,19 @@ impl Breaker {
         s.failures = 0;
         s.slow = 0;
         self.consecutive.store(0, Relaxed);
-        self.forget_total();
+        self.forget_total(&mut s);
         self.closed.store(true, Relaxed);
     }
 
-    /// Starts the window's count again (every thread's share).
-    fn forget_total(&self) {
-        for t in self.total.each() {
-            t.store(0, Relaxed);
-        }
+    /// Starts the window's count again: what every thread has counted so far is before it.
+    fn forget_total(&self, s: &mut State) {
+        s.counted_before = self.total.sum(|t| t);
+    }
+
+    /// One more call in the window, counted by this thread.
+    fn count(&self) {
+        let (total, writers) = self.total.local_counts();
+        writers.add(total, 1);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -272,7 +281,7 @@ impl Breaker {
                     if self.consecutive.load(Relaxed) != 0 {
                         self.consecutive.store(0, Relaxed);
                     }
-                    self.total.local().fetch_add(1, Relaxed);
+                    self.count();
                     return;
                 }
                 Verdict::Success { slow: true } | Verdict::Failure => {}
@@ -300,7 +309,7 @@ impl Breaker {
                             s.failures = 0;
                             s.slow = 0;
                             self.consecutive.store(0, Relaxed);
-                            self.forget_total();
+                            self.forget_total(&mut s);
                             self.closed.store(true, Relaxed);
                         }
                     }
@@ -318,10 +327,11 @@ impl Breaker {
             s.window_start = now;
             s.failures = 0;
             s.slow = 0;
-            self.forget_total();
+            self.forget_total(&mut s);
         }
-        self.total.local().fetch_add(1, Relaxed);
-        let total = self.total.each().map(|t| t.load(Relaxed)).sum::<u32>();
+        self.count();
+        let in_window = self.total.sum(|t| t).saturating_sub(s.counted_before);
+        let total = u32::try_from(in_window).unwrap_or(u32::MAX);
         let consecutive = match verdict {
             Verdict::Failure => {
                 s.failures += 1;
@@ -451,6 +461,12 @@ mod tests {
         assert_eq!(b.state(), BreakerState::Closed);
         fail(&b, 1);
         assert_eq!(b.state(), BreakerState::Open, "12 of 24 calls failed");
+        // The counts are never set back (each has one writer): a window starts past them.
+        b.reset();
+        fail(&b, 9);
+        assert_eq!(b.state(), BreakerState::Closed, "9 calls since the reset");
+        fail(&b, 1);
+        assert_eq!(b.state(), BreakerState::Open, "10 of 10, not of 34");
     }
 
     #[test]

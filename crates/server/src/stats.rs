@@ -5,12 +5,12 @@
 //! from the method's concurrency guard, which already counts them.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
 
 use serde::{Deserialize, Serialize};
 
 use axle_core::latency::{Exported, Latency};
-use axle_core::striped::Striped;
+use axle_core::striped::{Striped, Writers};
 use axle_wire::ErrorClass;
 
 /// One method's counters.
@@ -45,46 +45,46 @@ impl MethodStats {
         }
     }
 
-    /// This thread's counts, unless monitoring is off.
-    fn local(&self) -> Option<&Counts> {
-        (!self.off).then(|| self.counts.local())
+    /// This thread's counts and who writes them, unless monitoring is off.
+    fn local(&self) -> Option<(&Counts, Writers)> {
+        (!self.off).then(|| self.counts.local_counts())
     }
 
     /// A request for this method arrived (before any refusal).
     pub fn received(&self) {
-        if let Some(c) = self.local() {
-            c.requests.fetch_add(1, Relaxed);
+        if let Some((c, w)) = self.local() {
+            w.add(&c.requests, 1);
         }
     }
 
     /// The handler ran (to its end or to the deadline) for `ns`.
     pub fn handled(&self, ns: u64) {
-        if let Some(c) = self.local() {
-            c.handled.fetch_add(1, Relaxed);
-            c.latency.record(ns);
+        if let Some((c, w)) = self.local() {
+            w.add(&c.handled, 1);
+            c.latency.record_by(ns, w);
         }
     }
 
     /// The limiter admitted the request (`true`) or rejected it (only counted when there
     /// is a limiter).
     pub fn limited(&self, admitted: bool) {
-        if let Some(c) = self.local() {
+        if let Some((c, w)) = self.local() {
             let counter = if admitted {
                 &c.limiter_admitted
             } else {
                 &c.limiter_rejected
             };
-            counter.fetch_add(1, Relaxed);
+            w.add(counter, 1);
         }
     }
 
     /// The request was answered: success, or the error class of the answer.
     pub fn answered(&self, error: Option<ErrorClass>) {
-        if let Some(c) = self.local() {
+        if let Some((c, w)) = self.local() {
             match error {
-                None => c.ok.fetch_add(1, Relaxed),
-                Some(class) => c.errors[class as usize - 1].fetch_add(1, Relaxed),
-            };
+                None => w.add(&c.ok, 1),
+                Some(class) => w.add(&c.errors[class as usize - 1], 1),
+            }
         }
     }
 

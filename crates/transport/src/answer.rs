@@ -27,9 +27,11 @@ use crate::TransportError;
 
 type Outcome = Result<Frame, TransportError>;
 
-/// Slots kept for reuse at most by a pool, shared out among its threads' lists (at least
-/// [`THREAD_MIN`] each): more calls in flight at once allocate beyond it, and those slots
-/// are freed when done. The process has one pool for all its connections.
+/// Slots kept for reuse at most by a pool's lists of the threads that own one, shared out
+/// among them (at least [`THREAD_MIN`] each; `axle_core::striped`); a list that threads
+/// numbered later share keeps as many as one of those. More calls in flight at once
+/// allocate beyond it, and those slots are freed when done. The process has one pool for
+/// all its connections.
 const POOL_MAX: usize = 4096;
 
 /// The fewest spare slots a thread's list keeps, however many threads share the pool.
@@ -64,7 +66,7 @@ pub(crate) struct Pool {
 impl Default for Pool {
     fn default() -> Self {
         let lists: Striped<_> = Striped::default();
-        let keep = (POOL_MAX / lists.copies()).max(THREAD_MIN);
+        let keep = (POOL_MAX / lists.owners()).max(THREAD_MIN);
         Pool { lists, keep }
     }
 }
@@ -302,8 +304,8 @@ mod tests {
     #[test]
     fn a_thread_with_no_spares_takes_half_of_another_threads() {
         let pool = Pool::default();
-        // On a thread whose list is not this one's (threads share a list when their numbers
-        // do modulo the lists: try threads until one does not).
+        // On a thread whose list is not this one's (threads numbered past the owned lists
+        // share the others by their numbers modulo them: try threads until one does not).
         let mine = pool.lists.local() as *const _ as usize;
         let given_back = std::iter::repeat_with(|| {
             std::thread::scope(|s| {
@@ -339,7 +341,7 @@ mod tests {
     #[test]
     fn a_thread_keeps_at_most_its_share_of_spares() {
         let pool = Pool::default();
-        let keep = (POOL_MAX / pool.lists.copies()).max(THREAD_MIN);
+        let keep = (POOL_MAX / pool.lists.owners()).max(THREAD_MIN);
         finish_on_this_thread(&pool, keep + 10);
         assert_eq!(lock(pool.lists.local()).len(), keep);
     }

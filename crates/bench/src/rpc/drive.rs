@@ -66,7 +66,8 @@ where
                 while !stop.load(Relaxed) {
                     let t = Instant::now();
                     if call().await {
-                        hist.local().record(t.elapsed().as_nanos() as u64);
+                        let (hist, writers) = hist.local_counts();
+                        hist.record_by(t.elapsed().as_nanos() as u64, writers);
                     } else {
                         errors.fetch_add(1, Relaxed);
                     }

@@ -115,7 +115,8 @@ impl CallCounters {
     /// Adds one to the counter `which` picks unless monitoring is off.
     fn add(&self, which: impl FnOnce(&Counts) -> &AtomicU64) {
         if !self.off.load(Relaxed) {
-            which(self.counts.local()).fetch_add(1, Relaxed);
+            let (c, w) = self.counts.local_counts();
+            w.add(which(c), 1);
         }
     }
 
@@ -124,13 +125,13 @@ impl CallCounters {
         if self.off.load(Relaxed) {
             return;
         }
-        let c = self.counts.local();
-        c.calls.fetch_add(1, Relaxed);
-        c.latency.record(ns);
+        let (c, w) = self.counts.local_counts();
+        w.add(&c.calls, 1);
+        c.latency.record_by(ns, w);
         match result {
-            Ok(_) => c.ok.fetch_add(1, Relaxed),
-            Err(e) => c.errors[class_index(e)].fetch_add(1, Relaxed),
-        };
+            Ok(_) => w.add(&c.ok, 1),
+            Err(e) => w.add(&c.errors[class_index(e)], 1),
+        }
     }
 
     pub fn retried(&self) {
