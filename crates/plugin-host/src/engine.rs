@@ -55,12 +55,13 @@ const KEEP_RESIDENT: usize = 2 << 20;
 /// of thousands; the memory budget counts them anyway, `host_state.rs`).
 const TABLE_ELEMENTS: usize = 1 << 20;
 
-/// The ticks an engine's ticker has made: the epoch, counted where the kernel can read it
-/// (wasmtime keeps its own count to itself). One load reads it, where a clock reading
-/// costs tens of nanoseconds (`docs/performance.md`, "Four runs in one hold of the
-/// lock"); it is as coarse as a deadline, one [`TICK`], and falls behind with the ticker
-/// as a deadline does (`kinds/selector/runs.rs` times an ask of a run-selector by it).
-/// One per engine, so that hosts in one process (tests) count their own.
+/// Wall time in ticks since the engine was made, as its ticker last saw it: read by one
+/// load, where a clock reading costs tens of nanoseconds (`docs/performance.md`, "Four
+/// runs in one hold of the lock"). Set from the clock at each wake-up, not counted up by
+/// one, so it does not drift as wake-ups come late on a loaded machine: it lags wall time
+/// by the ticker's last wake-up's lateness and at most one [`TICK`] more
+/// (`kinds/selector/runs.rs` times an ask of a run-selector by it). One per engine, so
+/// that hosts in one process (tests) keep their own.
 #[derive(Clone, Debug, Default)]
 pub struct Ticks(Arc<AtomicU64>);
 
@@ -71,8 +72,10 @@ impl Ticks {
         self.0.load(Ordering::Relaxed)
     }
 
-    fn tick(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+    /// The ticker woke `since` after the engine was made.
+    fn set(&self, since: Duration) {
+        let ticks = since.as_nanos() / TICK.as_nanos().max(1);
+        self.0.store(ticks as u64, Ordering::Relaxed);
     }
 }
 
@@ -152,6 +155,7 @@ pub(crate) fn config(slots: Option<u32>) -> Config {
 }
 
 fn start_ticker(engine: wasmtime::EngineWeak, ticks: Ticks) {
+    let made = std::time::Instant::now();
     let spawned = std::thread::Builder::new()
         .name("axle-epoch".into())
         .spawn(move || loop {
@@ -159,7 +163,7 @@ fn start_ticker(engine: wasmtime::EngineWeak, ticks: Ticks) {
             match engine.upgrade() {
                 Some(e) => {
                     e.increment_epoch();
-                    ticks.tick();
+                    ticks.set(made.elapsed());
                 }
                 None => return,
             }
@@ -210,18 +214,32 @@ mod tests {
     }
 
     #[test]
-    fn each_engine_counts_its_own_ticks_until_it_is_dropped() {
+    fn each_engine_keeps_its_own_ticks_until_it_is_dropped() {
         let (a, a_ticks) = new_engine().expect("engine");
         let (_b, b_ticks) = new_engine().expect("engine");
         wait_for(&a_ticks, 3);
         drop(a);
-        // The ticker may be between its upgrade and its count when the engine goes.
-        let left = a_ticks.now() + 1;
+        // The ticker ends at its next wake-up, and drops its handle on the count.
+        let waited = std::time::Instant::now();
+        while Arc::strong_count(&a_ticks.0) > 1 {
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "the ticker ran on"
+            );
+            std::thread::sleep(TICK);
+        }
+        let left = a_ticks.now();
         wait_for(&b_ticks, 5);
-        assert!(
-            a_ticks.now() <= left,
-            "a dropped engine's ticker stopped counting"
-        );
+        assert_eq!(a_ticks.now(), left, "a dropped engine's ticks stand still");
+    }
+
+    #[test]
+    fn ticks_are_whole_ticks_of_the_time_since_the_engine_was_made() {
+        let ticks = Ticks::default();
+        ticks.set(TICK * 5 / 2);
+        assert_eq!(ticks.now(), 2);
+        ticks.set(TICK * 1000);
+        assert_eq!(ticks.now(), 1000, "a late wake-up catches up at once");
     }
 
     #[test]

@@ -189,8 +189,8 @@ impl Runner {
     /// ask finds the instance the fault replaced.
     ///
     /// A component's next call is made only while the ask has taken less than a quarter
-    /// of one call's timeout ([`ASK_SHARE`]), counted in the engine's ticks (a load each,
-    /// as coarse as the calls' deadlines): four of a slow plugin's calls in one hold would
+    /// of one call's timeout ([`ASK_SHARE`]), in the engine's ticks (a load each, wall time
+    /// to a tick and the ticker's lateness): four of a slow plugin's calls in one hold would
     /// keep every other thread waiting for the lock four times as long as one call can
     /// (`pool.rs`). A fast plugin's ask is cut only when a tick falls in it. A native twin
     /// has no deadline, and is always asked four times.
