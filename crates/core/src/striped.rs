@@ -209,7 +209,9 @@ mod tests {
     fn more_threads_than_owned_copies_count_every_add_and_no_copy_has_two_owners() {
         let count: Striped<AtomicU64> = Striped::default();
         let owned = count.owners();
-        let threads = owned + 8;
+        // More than twice the copies: a mapping that gave two threads one owned copy would
+        // give it to two of these, whichever numbers other tests' threads took meanwhile.
+        let threads = 2 * count.copies() + 8;
         let seen: Vec<(usize, Writers)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
