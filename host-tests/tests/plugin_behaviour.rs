@@ -326,6 +326,42 @@ fn json_and_msgpack_round_trip_nested_values() {
     }
 }
 
+/// Texts of every length from 0 to past the in-line copy's longest (`axle_spi::copy`),
+/// as keys and as values, each byte distinct from its neighbours: a copy that dropped,
+/// repeated or shifted a byte at any length would not come back the same through the
+/// component's encode and decode, nor parse to the same strings.
+#[test]
+fn texts_of_every_short_length_cross_the_serializers_intact() {
+    let t = TestHost::new();
+    let text = |n: usize| -> String { (0..n).map(|i| char::from(b'!' + (i % 90) as u8)).collect() };
+    let lengths = 0..=axle::spi::copy::SHORT + 9;
+    let mut nodes = vec![Node::Mapping(lengths.clone().count() as u32)];
+    for n in lengths.clone() {
+        nodes.push(Node::Text(format!("k{}", text(n))));
+        nodes.push(Node::Text(text(n)));
+    }
+    let value = Value { nodes };
+    for name in ["json", "msgpack"] {
+        let p = t
+            .load(
+                &manifest(name, "serializer", &format!("builtin:{name}"), ""),
+                name,
+            )
+            .unwrap();
+        let Plugin::Serializer(s) = &p.plugin else {
+            panic!("not a serializer")
+        };
+        let bytes = s.encode(&value).unwrap();
+        assert_eq!(s.decode(&bytes).unwrap(), value, "{name}");
+        if name == "json" {
+            let parsed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            for n in lengths.clone() {
+                assert_eq!(parsed[format!("k{}", text(n))], text(n), "length {n}");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_flood_of_consumer_names_grows_no_keys_past_the_bound_and_stays_limited() {
     let t = TestHost::new();

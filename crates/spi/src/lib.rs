@@ -8,6 +8,7 @@
 //! runs in a component and natively (tests, the kernel's native twins in `axle bench`).
 
 mod balancing;
+pub mod copy;
 mod intercept;
 pub mod packed;
 mod routing;

@@ -156,7 +156,7 @@ impl Writer {
             return Err(over_4_gib(run.len()));
         };
         self.count(tag, n);
-        self.bytes.extend_from_slice(run);
+        crate::copy::extend(&mut self.bytes, run);
         Ok(())
     }
 }

@@ -108,11 +108,11 @@ fn text(out: &mut Vec<u8>, t: &str) {
     out.push(b'"');
     let mut start = 0;
     while let Some(at) = next_escape(bytes, start) {
-        out.extend_from_slice(&bytes[start..at]);
+        axle_sdk::copy::extend(out, &bytes[start..at]);
         escape(out, bytes[at]);
         start = at + 1;
     }
-    out.extend_from_slice(&bytes[start..]);
+    axle_sdk::copy::extend(out, &bytes[start..]);
     out.push(b'"');
 }
 

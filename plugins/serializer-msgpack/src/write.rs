@@ -63,13 +63,13 @@ pub fn str(out: &mut Vec<u8>, s: &str) {
     } else {
         sized(out, Some(0xd9), 0xda, 0xdb, n);
     }
-    out.extend_from_slice(s.as_bytes());
+    axle_sdk::copy::extend(out, s.as_bytes());
 }
 
 /// A byte string: `bin 8/16/32`, then its bytes.
 pub fn bin(out: &mut Vec<u8>, b: &[u8]) {
     sized(out, Some(0xc4), 0xc5, 0xc6, b.len());
-    out.extend_from_slice(b);
+    axle_sdk::copy::extend(out, b);
 }
 
 /// An array's header: fixarray or `array 16/32`.
