@@ -34,17 +34,24 @@ pub struct EndpointCell {
     record: std::sync::OnceLock<Box<Record>>,
 }
 
-/// What finished calls taught about an endpoint (all zero before the first).
+/// What finished calls taught about an endpoint (all zero before the first). A finished
+/// call writes the window's bucket and nothing else here but on a change (a failure, the
+/// first success after one) or once a millisecond (the latest call's time): these lines
+/// are read by every core's calls, and a write on each call would make each of them wait
+/// for the line (`docs/performance.md`, "Totals kept by the window").
 #[derive(Debug, Default)]
 struct Record {
+    /// Also the totals since the endpoint appeared ([`Window::totals`]).
     window: Window,
     consecutive_failures: AtomicU32,
-    /// Kernel-clock time of the first and the latest finished call (0: none yet).
+    /// Kernel-clock time of the first and the latest finished call (0: none yet); the
+    /// latest to within [`LAST_CALL_GRAIN_NS`].
     first_call_ns: AtomicU64,
     last_call_ns: AtomicU64,
-    total_calls: AtomicU64,
-    total_faults: AtomicU64,
 }
+
+/// How far the latest call's time may lag: it is shown in seconds.
+const LAST_CALL_GRAIN_NS: u64 = 1_000_000;
 
 impl EndpointCell {
     /// A new life for `id`, whose block is `block`.
@@ -65,9 +72,7 @@ impl EndpointCell {
 
     /// Calls finished and endpoint faults among them, since the endpoint appeared.
     pub fn totals(&self) -> (u64, u64) {
-        self.record.get().map_or((0, 0), |r| {
-            (r.total_calls.load(Relaxed), r.total_faults.load(Relaxed))
-        })
+        self.record.get().map_or((0, 0), |r| r.window.totals())
     }
 
     /// A request was sent.
@@ -93,14 +98,19 @@ impl EndpointCell {
                 .first_call_ns
                 .compare_exchange(0, now.max(1), Relaxed, Relaxed);
         }
-        record.last_call_ns.store(now.max(1), Relaxed);
-        record.total_calls.fetch_add(1, Relaxed);
+        let last = record.last_call_ns.load(Relaxed);
+        if last == 0 || now >= last + LAST_CALL_GRAIN_NS {
+            record.last_call_ns.store(now.max(1), Relaxed);
+        }
         match class {
             OutcomeClass::Timeout | OutcomeClass::Failure => {
-                record.total_faults.fetch_add(1, Relaxed);
                 record.consecutive_failures.fetch_add(1, Relaxed);
             }
-            OutcomeClass::Success => record.consecutive_failures.store(0, Relaxed),
+            OutcomeClass::Success => {
+                if record.consecutive_failures.load(Relaxed) != 0 {
+                    record.consecutive_failures.store(0, Relaxed);
+                }
+            }
             OutcomeClass::Rejected => {}
         }
     }
@@ -437,5 +447,39 @@ mod tests {
         cell.abandoned();
         cell.abandoned();
         assert_eq!(cell.in_flight(), 0, "never wraps below zero");
+    }
+
+    #[test]
+    fn totals_streaks_and_call_times_follow_the_calls() {
+        let table = FactsTable::new();
+        let cell = table.register(1, 100);
+        let ms = 1_000_000;
+        for (at, class) in [
+            (5 * ms, OutcomeClass::Success),
+            (6 * ms, OutcomeClass::Timeout),
+            (6 * ms + 1, OutcomeClass::Failure),
+            (9 * ms, OutcomeClass::Rejected),
+        ] {
+            cell.started();
+            cell.finished_at(at, 1_000, class);
+        }
+        assert_eq!(cell.totals(), (4, 2));
+        assert_eq!(
+            cell.consecutive_failures(),
+            2,
+            "a refusal neither adds nor resets"
+        );
+        // The latest call's time moves by whole grains, not on every call.
+        assert_eq!(cell.call_times_ns(), (5 * ms, 9 * ms));
+        cell.finished_at(9 * ms + 10, 1_000, OutcomeClass::Success);
+        assert_eq!(cell.call_times_ns(), (5 * ms, 9 * ms));
+        assert_eq!(cell.consecutive_failures(), 0);
+        cell.fresh_start();
+        assert_eq!(
+            cell.totals(),
+            (5, 2),
+            "a fresh start forgets the window, not the totals"
+        );
+        assert_eq!(cell.window().total, 0);
     }
 }

@@ -1,11 +1,17 @@
 //! A sliding window of call outcomes: [`BUCKETS`] one-second buckets in a ring, each
 //! counting outcomes by class and latencies in a log-scale histogram. Recording is a few
-//! relaxed atomic adds; a bucket is cleared by whoever first records into it in a new
-//! second (counts racing with that clear may be lost: a window is an estimate, and a
-//! lock on every call would cost more than the precision is worth).
+//! relaxed atomic adds; a bucket is started afresh by whoever first records into it in a
+//! new second (counts racing with that may land in the old second: a window is an
+//! estimate, and a lock on every call would cost more than the precision is worth).
 //!
 //! Sliding rather than tumbling: a tumbling window forgets everything at once, so right
 //! after each reset every endpoint is "below the minimum samples" and its verdict freezes.
+//!
+//! A bucket's class counts only grow: a new second sets a base at what they hold, and the
+//! window counts what they gained since. So the ring also holds the endpoint's totals
+//! since it appeared, exactly (the sum of every bucket's counts), and a finished call
+//! adds to the bucket alone, not also to totals of their own on another line that every
+//! core's calls write (`docs/performance.md`, "Totals kept by the window").
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
@@ -26,33 +32,57 @@ pub const WINDOW_MS: u32 = (BUCKETS as u64 * BUCKET_NS / 1_000_000) as u32;
 struct Bucket {
     /// Which second (since the kernel started) this bucket counts; `u64::MAX` when unused.
     second: AtomicU64,
-    total: AtomicU32,
-    timeouts: AtomicU32,
-    failures: AtomicU32,
-    rejected: AtomicU32,
+    /// Calls ever counted here, by class (only growing).
+    classes: Classes,
+    /// What `classes` held when this bucket's second began.
+    base: Classes,
     latency: [AtomicU32; LATENCY_BUCKETS],
+}
+
+/// Finished calls by class.
+#[derive(Default)]
+struct Classes {
+    total: AtomicU64,
+    timeouts: AtomicU64,
+    failures: AtomicU64,
+    rejected: AtomicU64,
+}
+
+impl Classes {
+    fn each(&self) -> [&AtomicU64; 4] {
+        [&self.total, &self.timeouts, &self.failures, &self.rejected]
+    }
+
+    /// Total, timeouts, failures, rejected.
+    fn read(&self) -> [u64; 4] {
+        self.each().map(|c| c.load(Relaxed))
+    }
 }
 
 impl Bucket {
     fn new() -> Self {
         Bucket {
             second: AtomicU64::new(u64::MAX),
-            total: AtomicU32::new(0),
-            timeouts: AtomicU32::new(0),
-            failures: AtomicU32::new(0),
-            rejected: AtomicU32::new(0),
+            classes: Classes::default(),
+            base: Classes::default(),
             latency: std::array::from_fn(|_| AtomicU32::new(0)),
         }
     }
 
-    fn clear(&self) {
-        self.total.store(0, Relaxed);
-        self.timeouts.store(0, Relaxed);
-        self.failures.store(0, Relaxed);
-        self.rejected.store(0, Relaxed);
+    /// Starts the bucket afresh: its class counts from here, no latencies.
+    fn restart(&self) {
+        for (base, now) in self.base.each().into_iter().zip(self.classes.read()) {
+            base.store(now, Relaxed);
+        }
         for l in &self.latency {
             l.store(0, Relaxed);
         }
+    }
+
+    /// Total, timeouts, failures, rejected since the bucket's second began.
+    fn window_classes(&self) -> [u32; 4] {
+        let (now, base) = (self.classes.read(), self.base.read());
+        std::array::from_fn(|i| u32::try_from(now[i].saturating_sub(base[i])).unwrap_or(u32::MAX))
     }
 }
 
@@ -135,30 +165,40 @@ impl Window {
                 .compare_exchange(seen, second, Relaxed, Relaxed)
                 .is_ok()
         {
-            b.clear();
+            b.restart();
         }
-        b.total.fetch_add(1, Relaxed);
+        b.classes.total.fetch_add(1, Relaxed);
         match class {
             OutcomeClass::Success => {}
             OutcomeClass::Timeout => {
-                b.timeouts.fetch_add(1, Relaxed);
+                b.classes.timeouts.fetch_add(1, Relaxed);
             }
             OutcomeClass::Failure => {
-                b.failures.fetch_add(1, Relaxed);
+                b.classes.failures.fetch_add(1, Relaxed);
             }
             OutcomeClass::Rejected => {
-                b.rejected.fetch_add(1, Relaxed);
+                b.classes.rejected.fetch_add(1, Relaxed);
             }
         }
         b.latency[latency_bucket(latency_ns)].fetch_add(1, Relaxed);
     }
 
-    /// Forgets everything (a re-admitted endpoint starts with a clean record).
+    /// Forgets the window (a re-admitted endpoint starts with a clean record); the totals
+    /// since the endpoint appeared stay.
     pub fn clear(&self) {
         for b in &self.buckets {
             b.second.store(u64::MAX, Relaxed);
-            b.clear();
+            b.restart();
         }
+    }
+
+    /// Calls finished and endpoint faults (timeouts + failures) among them, since the
+    /// window was made: every bucket's counts, in the window or not.
+    pub fn totals(&self) -> (u64, u64) {
+        self.buckets.iter().fold((0, 0), |(calls, faults), b| {
+            let [total, timeouts, failures, _] = b.classes.read();
+            (calls + total, faults + timeouts + failures)
+        })
     }
 
     /// Total and endpoint faults (timeouts + failures) in the window: the cheap read.
@@ -166,10 +206,9 @@ impl Window {
         let mut total = 0u32;
         let mut faults = 0u32;
         for b in self.live(now_ns) {
-            total = total.saturating_add(b.total.load(Relaxed));
-            faults = faults
-                .saturating_add(b.timeouts.load(Relaxed))
-                .saturating_add(b.failures.load(Relaxed));
+            let [t, timeouts, failures, _] = b.window_classes();
+            total = total.saturating_add(t);
+            faults = faults.saturating_add(timeouts).saturating_add(failures);
         }
         (total, faults)
     }
@@ -179,10 +218,11 @@ impl Window {
         let mut c = WindowCounts::default();
         let mut hist = [0u64; LATENCY_BUCKETS];
         for b in self.live(now_ns) {
-            c.total = c.total.saturating_add(b.total.load(Relaxed));
-            c.timeouts = c.timeouts.saturating_add(b.timeouts.load(Relaxed));
-            c.failures = c.failures.saturating_add(b.failures.load(Relaxed));
-            c.rejected = c.rejected.saturating_add(b.rejected.load(Relaxed));
+            let [total, timeouts, failures, rejected] = b.window_classes();
+            c.total = c.total.saturating_add(total);
+            c.timeouts = c.timeouts.saturating_add(timeouts);
+            c.failures = c.failures.saturating_add(failures);
+            c.rejected = c.rejected.saturating_add(rejected);
             for (h, l) in hist.iter_mut().zip(&b.latency) {
                 *h += u64::from(l.load(Relaxed));
             }
@@ -240,8 +280,40 @@ mod tests {
         // A new second reuses the ring slot and starts from zero.
         w.record(10 * S, OutcomeClass::Success, 5);
         assert_eq!(w.counts(10 * S).total, 4);
+        assert_eq!(w.totals(), (5, 2), "the second that slid out still counts");
         w.clear();
         assert_eq!(w.counts(10 * S), WindowCounts::default());
+        assert_eq!(w.totals(), (5, 2), "totals outlive the window");
+        w.record(10 * S, OutcomeClass::Failure, 5);
+        assert_eq!(w.counts(10 * S).failures, 1);
+        assert_eq!(w.totals(), (6, 3));
+    }
+
+    /// Calls from every thread, across seconds that reuse the ring's buckets while they
+    /// run: the window may lose counts to a new second's start, the totals never do.
+    #[test]
+    fn totals_are_exact_across_threads_and_reused_buckets() {
+        let w = Window::default();
+        let (threads, calls) = (4u64, 20_000u64);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let w = &w;
+                s.spawn(move || {
+                    for i in 0..calls {
+                        // Each call a different tenth of a second: every bucket is reused
+                        // many times, by all threads at once.
+                        let now = (i * threads + t) * S / 10;
+                        let class = if i % 5 == 0 {
+                            OutcomeClass::Timeout
+                        } else {
+                            OutcomeClass::Success
+                        };
+                        w.record(now, class, 1_000);
+                    }
+                });
+            }
+        });
+        assert_eq!(w.totals(), (threads * calls, threads * calls / 5));
     }
 
     #[test]
