@@ -22,7 +22,7 @@ use window::Window;
 pub use axle_core::now_ns;
 
 /// One endpoint's counters: its load facts in the table's dense slot for its id
-/// ([`load`]), what finished calls taught (the window's 2.8 KiB of buckets, streaks,
+/// ([`load`]), what finished calls taught (the window's 3.3 KiB of buckets, streaks,
 /// totals) allocated apart on the first finished call, so a table of endpoints that were
 /// never called stays small.
 #[derive(Debug)]
