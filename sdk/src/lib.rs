@@ -54,8 +54,50 @@ pub mod wasm;
 #[macro_export]
 macro_rules! export_serializer {
     ($plugin:ty) => {
-        $crate::__axle_export!($plugin, serializer, $plugin, __axle_export_serializer);
+        $crate::__axle_export!(
+            $plugin,
+            serializer,
+            $plugin,
+            __axle_export_serializer,
+            __axle_packed_exports
+        );
     };
+}
+
+/// The packed exports of a serializer built with `packed-serializer`, written by hand
+/// (`wasm/packed_exports.rs`); `$slot` is the plugin's slot. Nothing without the feature.
+#[cfg(feature = "packed-serializer")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __axle_packed_exports {
+    ($slot:ty) => {
+        #[unsafe(export_name = "encode-packed")]
+        unsafe extern "C" fn __axle_encode_packed(ptr: *mut u8, len: usize) -> *mut u8 {
+            // SAFETY: called by the host with a `list<u8>` argument, as the world declares.
+            unsafe {
+                $crate::wasm::packed_exports::call::<$slot>(ptr, len, |p, value| {
+                    $crate::Serializer::encode_packed(p, value)
+                })
+            }
+        }
+
+        #[unsafe(export_name = "decode-packed")]
+        unsafe extern "C" fn __axle_decode_packed(ptr: *mut u8, len: usize) -> *mut u8 {
+            // SAFETY: as above.
+            unsafe {
+                $crate::wasm::packed_exports::call::<$slot>(ptr, len, |p, bytes| {
+                    $crate::Serializer::decode_packed(p, bytes)
+                })
+            }
+        }
+    };
+}
+
+#[cfg(not(feature = "packed-serializer"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __axle_packed_exports {
+    ($slot:ty) => {};
 }
 
 /// Exports a [`Selector`] as the component's `selector` world.
@@ -118,7 +160,7 @@ macro_rules! export_interceptor {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __axle_export {
-    ($plugin:ty, $kind:ident, $runtime:ty, $export:ident) => {
+    ($plugin:ty, $kind:ident, $runtime:ty, $export:ident $(, $extra:ident)?) => {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             struct AxleExport;
@@ -135,6 +177,7 @@ macro_rules! __axle_export {
             $crate::wasm::$kind::bindings::$export!(
                 AxleExport with_types_in $crate::wasm::$kind::bindings
             );
+            $($crate::$extra!(AxleExport);)?
         };
     };
 }

@@ -75,6 +75,11 @@ pub fn outcome(o: &wit::Outcome) -> sdk::Outcome {
 /// each under its `cfg`.
 macro_rules! world_bindings {
     ($world:tt, $export:tt, $module:tt) => {
+        world_bindings!($world, $export, $module, []);
+    };
+    // `$skip`: exports written by hand instead (their core functions keep the names the
+    // world gives them).
+    ($world:tt, $export:tt, $module:tt, [$($skip:tt),*]) => {
         pub mod bindings {
             wit_bindgen::generate!({
                 path: "wit",
@@ -87,6 +92,7 @@ macro_rules! world_bindings {
                 pub_export_macro: true,
                 export_macro_name: $export,
                 default_bindings_module: $module,
+                skip: [$($skip),*],
             });
         }
     };
@@ -98,6 +104,8 @@ pub mod health_scorer;
 pub mod interceptor;
 #[cfg(feature = "limiter")]
 pub mod limiter;
+#[cfg(feature = "packed-serializer")]
+pub mod packed_exports;
 #[cfg(feature = "router")]
 pub mod router;
 #[cfg(feature = "selector")]

@@ -8,12 +8,14 @@ world_bindings!(
 );
 
 // The same kind, also taking and giving values packed (`encode-packed`,
-// `decode-packed`).
+// `decode-packed`): those two are written by hand, without a post-return
+// (`packed_exports.rs`), and exported by `export_serializer!`.
 #[cfg(feature = "packed-serializer")]
 world_bindings!(
     "axle:spi/packed-serializer",
     "__axle_export_serializer",
-    "axle_sdk::wasm::serializer::bindings"
+    "axle_sdk::wasm::serializer::bindings",
+    ["encode-packed", "decode-packed"]
 );
 
 use crate::wasm::base::axle::spi::types as wit;
@@ -24,7 +26,7 @@ pub trait Slot {
     fn with<R>(f: impl FnOnce(&mut Option<Self::Plugin>) -> R) -> R;
 }
 
-const NOT_INITIALISED: &str = "serializer used before init";
+pub(crate) const NOT_INITIALISED: &str = "serializer used before init";
 
 impl<S: Slot> bindings::Guest for S {
     fn init(config: wit::Config) -> Result<(), String> {
@@ -44,22 +46,6 @@ impl<S: Slot> bindings::Guest for S {
         };
         S::with(|slot| match slot {
             Some(p) => p.encode(&value),
-            None => Err(NOT_INITIALISED.to_string()),
-        })
-    }
-
-    #[cfg(feature = "packed-serializer")]
-    fn encode_packed(value: Vec<u8>) -> Result<Vec<u8>, String> {
-        S::with(|slot| match slot {
-            Some(p) => p.encode_packed(&value),
-            None => Err(NOT_INITIALISED.to_string()),
-        })
-    }
-
-    #[cfg(feature = "packed-serializer")]
-    fn decode_packed(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
-        S::with(|slot| match slot {
-            Some(p) => p.decode_packed(&bytes),
             None => Err(NOT_INITIALISED.to_string()),
         })
     }
