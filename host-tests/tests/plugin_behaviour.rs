@@ -2,7 +2,8 @@
 //! same bytes the `axle` binary embeds), asserted with numbers.
 
 use axle::plugin::kinds::health_scorer::{HealthState, Verdict, WindowStats};
-use axle::plugin::Plugin;
+use axle::plugin::kinds::serializer::SerializerPlugin;
+use axle::plugin::{LoadedPlugin, Plugin};
 use axle::spi::RouteRequest;
 use axle::spi::{Admission, LimitKey};
 use axle::spi::{Node, Value};
@@ -289,6 +290,19 @@ fn nested() -> Value {
     }
 }
 
+/// The shipped serializer `name`, loaded through the real host.
+fn builtin_serializer(t: &TestHost, name: &str) -> LoadedPlugin {
+    let manifest = manifest(name, "serializer", &format!("builtin:{name}"), "");
+    t.load(&manifest, name).unwrap()
+}
+
+fn serializer(p: &LoadedPlugin) -> &SerializerPlugin {
+    match &p.plugin {
+        Plugin::Serializer(s) => s,
+        _ => panic!("{} is not a serializer", p.name),
+    }
+}
+
 #[test]
 fn json_and_msgpack_round_trip_nested_values() {
     let t = TestHost::new();
@@ -296,15 +310,8 @@ fn json_and_msgpack_round_trip_nested_values() {
         ("json", "application/json"),
         ("msgpack", "application/msgpack"),
     ] {
-        let p = t
-            .load(
-                &manifest(name, "serializer", &format!("builtin:{name}"), ""),
-                name,
-            )
-            .unwrap();
-        let Plugin::Serializer(s) = &p.plugin else {
-            panic!("not a serializer")
-        };
+        let p = builtin_serializer(&t, name);
+        let s = serializer(&p);
         assert_eq!(s.content_type(), content_type);
         let bytes = s.encode(&nested()).unwrap();
         assert_eq!(s.decode(&bytes).unwrap(), nested(), "{name}");
@@ -342,15 +349,8 @@ fn texts_of_every_short_length_cross_the_serializers_intact() {
     }
     let value = Value { nodes };
     for name in ["json", "msgpack"] {
-        let p = t
-            .load(
-                &manifest(name, "serializer", &format!("builtin:{name}"), ""),
-                name,
-            )
-            .unwrap();
-        let Plugin::Serializer(s) = &p.plugin else {
-            panic!("not a serializer")
-        };
+        let p = builtin_serializer(&t, name);
+        let s = serializer(&p);
         let bytes = s.encode(&value).unwrap();
         assert_eq!(s.decode(&bytes).unwrap(), value, "{name}");
         if name == "json" {
