@@ -208,9 +208,9 @@ fn print_table(report: &Report) {
                 .iter()
                 .find(|r| r.name == name && r.param == n)
         };
-        let worst = ["10", "1000", "10000"]
-            .into_iter()
-            .filter_map(at)
+        let worst = bench::ENDPOINT_COUNTS
+            .iter()
+            .filter_map(|n| at(&n.to_string()))
             .map(|r| r.wasm_ns / r.floor_ns)
             .fold(f64::NAN, f64::max);
         if let (Some(small), Some(large)) = (at("10"), at("10000")) {
