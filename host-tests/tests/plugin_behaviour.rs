@@ -362,6 +362,43 @@ fn texts_of_every_short_length_cross_the_serializers_intact() {
     }
 }
 
+/// A packed answer is written into the buffer of the answer before last
+/// (`axle_sdk::answer_buffer`), so each answer starts where a longer or a shorter one
+/// was, and past the size the SDK keeps (1 MiB) the buffer is freed instead. Sizes going
+/// up and down across both edges, through one instance in one order and another in the
+/// reverse: a byte left over from an earlier answer, or a length taken from one, would
+/// break a round trip or make the two instances' bytes differ.
+#[test]
+fn answers_written_into_an_earlier_answers_buffer_are_exact() {
+    let t = TestHost::new();
+    let text = |n: usize| -> String { (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect() };
+    let sizes = [65_536, 3, 1_024, 0, 1_200_000, 17, 65_536, 2_000, 5];
+    let value = |i: usize, n: usize| Value {
+        nodes: vec![
+            Node::Mapping(2),
+            Node::Text("id".into()),
+            Node::Text(i.to_string()),
+            Node::Text("text".into()),
+            Node::Text(text(n)),
+        ],
+    };
+    for name in ["json", "msgpack"] {
+        let (forward, backward) = (builtin_serializer(&t, name), builtin_serializer(&t, name));
+        let (a, b) = (serializer(&forward), serializer(&backward));
+        let mut bytes_a = Vec::new();
+        for (i, n) in sizes.iter().enumerate() {
+            let bytes = a.encode(&value(i, *n)).unwrap();
+            assert_eq!(a.decode(&bytes).unwrap(), value(i, *n), "{name}, {n} bytes");
+            bytes_a.push(bytes);
+        }
+        for (i, n) in sizes.iter().enumerate().rev() {
+            let bytes = b.encode(&value(i, *n)).unwrap();
+            assert_eq!(bytes, bytes_a[i], "{name}, {n} bytes");
+            assert_eq!(b.decode(&bytes).unwrap(), value(i, *n), "{name}, {n} bytes");
+        }
+    }
+}
+
 #[test]
 fn a_flood_of_consumer_names_grows_no_keys_past_the_bound_and_stays_limited() {
     let t = TestHost::new();

@@ -42,7 +42,7 @@ pub use kinds::interceptor::{call_at, point_named, points_from, Interceptor};
 pub use kinds::limiter::{KeyEntry, Limiter, LimiterRuntime};
 pub use kinds::router::{Router, RouterRuntime};
 pub use kinds::selector::{CandidateSet, Selector, SelectorRuntime};
-pub use kinds::serializer::Serializer;
+pub use kinds::serializer::{answer_buffer, Serializer};
 pub use rng::Rng;
 
 #[cfg(target_arch = "wasm32")]

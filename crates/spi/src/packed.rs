@@ -71,6 +71,13 @@ impl Writer {
         }
     }
 
+    /// A writer into `buffer`, emptied first: a buffer kept from an earlier value saves
+    /// an allocation (`axle_sdk::answer_buffer`).
+    pub fn from_buffer(mut buffer: Vec<u8>) -> Writer {
+        buffer.clear();
+        Writer { bytes: buffer }
+    }
+
     /// The packed value written so far.
     pub fn into_bytes(self) -> Vec<u8> {
         self.bytes

@@ -36,7 +36,7 @@ pub fn decode_packed(bytes: &[u8]) -> Result<Vec<u8>, String> {
     // a component: `docs/performance.md`, "Serializers").
     let text = axle_sdk::utf8_text(bytes)
         .map_err(|e| format!("invalid JSON: not UTF-8 at byte {}", e.valid_up_to()))?;
-    let mut out = Writer::with_capacity(bytes.len() + 16);
+    let mut out = Writer::from_buffer(axle_sdk::answer_buffer(bytes.len() + 16));
     let mut parser = serde_json::Deserializer::from_str(text);
     Pack(&mut out)
         .deserialize(&mut parser)

@@ -16,7 +16,7 @@ use serde_json::ser::{CompactFormatter, Formatter};
 pub fn json(packed: &[u8]) -> Result<Vec<u8>, String> {
     let mut reader = Reader::new(packed);
     // JSON is about as long as the packed form for text, shorter for numbers.
-    let mut out = Vec::with_capacity(packed.len() + 16);
+    let mut out = axle_sdk::answer_buffer(packed.len() + 16);
     value(&mut reader, &mut out, 0)?;
     if !reader.is_empty() {
         return Err("packed value has bytes after its root".to_string());

@@ -11,7 +11,7 @@ use crate::write;
 /// Packed value → MessagePack bytes.
 pub fn encode_packed(packed: &[u8]) -> Result<Vec<u8>, String> {
     let mut reader = Reader::new(packed);
-    let mut out = Vec::with_capacity(packed.len());
+    let mut out = axle_sdk::answer_buffer(packed.len());
     each_node(|| write_one(&mut reader, &mut out))?;
     if !reader.is_empty() {
         return Err("packed value has bytes after its root".to_string());
@@ -22,7 +22,7 @@ pub fn encode_packed(packed: &[u8]) -> Result<Vec<u8>, String> {
 /// MessagePack bytes → packed value.
 pub fn decode_packed(bytes: &[u8]) -> Result<Vec<u8>, String> {
     let mut input = Input(bytes);
-    let mut out = Writer::with_capacity(bytes.len() + 16);
+    let mut out = Writer::from_buffer(axle_sdk::answer_buffer(bytes.len() + 16));
     each_node(|| read_one(&mut input, &mut out))
         .map_err(|e| format!("invalid MessagePack: {e}"))?;
     if !input.0.is_empty() {

@@ -30,3 +30,19 @@ pub trait Serializer: Sized + 'static {
         self.decode(bytes)?.pack()
     }
 }
+
+/// An empty buffer of at least `capacity` bytes to write an `encode_packed` or
+/// `decode_packed` answer into. In a `packed-serializer` component it is the buffer of
+/// the answer before last, which the host has copied out by then, so a call in steady
+/// state allocates nothing for its answer; elsewhere (natively, or without the feature)
+/// a new one. Either way the caller owns it and returns it as the answer.
+pub fn answer_buffer(capacity: usize) -> Vec<u8> {
+    #[cfg(all(target_arch = "wasm32", feature = "packed-serializer"))]
+    {
+        crate::wasm::packed_exports::spare(capacity)
+    }
+    #[cfg(not(all(target_arch = "wasm32", feature = "packed-serializer")))]
+    {
+        Vec::with_capacity(capacity)
+    }
+}

@@ -19,10 +19,12 @@ pub type PackedFn<P> = fn(&mut P, &[u8]) -> Result<Vec<u8>, String>;
 
 /// The last call's answer, and the record of it the host reads: the canonical ABI lays a
 /// `result<list<u8>, string>` out as a discriminant byte at offset 0 (0: `ok`), then the
-/// bytes' address and length, 4 bytes each, at offsets 4 and 8.
+/// bytes' address and length, 4 bytes each, at offsets 4 and 8. With them, the buffer of
+/// the answer before, which the next answer is written into ([`spare`]).
 struct Kept {
     record: [u32; 3],
     answer: Result<Vec<u8>, String>,
+    spare: Vec<u8>,
 }
 
 thread_local! {
@@ -30,8 +32,24 @@ thread_local! {
         RefCell::new(Kept {
             record: [0; 3],
             answer: Ok(Vec::new()),
+            spare: Vec::new(),
         })
     };
+}
+
+/// A spare buffer larger than this is freed rather than kept: an instance holds at most
+/// this much beside its last answer after one large message.
+const SPARE_LIMIT: usize = 1 << 20;
+
+/// An empty buffer of at least `capacity` bytes for the answer being written: the one the
+/// answer before last was written into, when there is one (`crate::answer_buffer`). In a
+/// component an allocation and a free cost about 25 ns each (wasi-libc's `dlmalloc`,
+/// compiled to wasm), and a serializer call otherwise makes one of each for its answer.
+pub fn spare(capacity: usize) -> Vec<u8> {
+    let mut buffer = KEPT.with(|kept| std::mem::take(&mut kept.borrow_mut().spare));
+    buffer.clear();
+    buffer.reserve(capacity);
+    buffer
 }
 
 /// A packed export's body: runs `f` on the argument (`len` bytes at `ptr`) and answers
@@ -62,8 +80,13 @@ pub unsafe fn call<S: Slot>(ptr: *mut u8, len: usize, f: PackedFn<S::Plugin>) ->
     KEPT.with(|kept| {
         let mut kept = kept.borrow_mut();
         kept.record = record;
-        // Frees the previous call's answer: the host has read it.
-        kept.answer = answer;
+        // The previous call's answer: the host has read it, so its buffer is free for the
+        // next answer (an error's text is freed).
+        if let Ok(bytes) = std::mem::replace(&mut kept.answer, answer) {
+            if bytes.capacity() <= SPARE_LIMIT {
+                kept.spare = bytes;
+            }
+        }
         kept.record.as_mut_ptr().cast()
     })
 }
