@@ -286,7 +286,15 @@ fn count_too_big(n: u32) -> String {
 impl Value {
     /// The packed form of this value (written in one pass, no tree).
     pub fn pack(&self) -> Result<Vec<u8>, String> {
-        let mut w = Writer::with_capacity(self.packed_len());
+        self.pack_into(Vec::new())
+    }
+
+    /// [`Value::pack`] into `buffer`, emptied first: a buffer kept from an earlier value
+    /// saves an allocation.
+    pub fn pack_into(&self, mut buffer: Vec<u8>) -> Result<Vec<u8>, String> {
+        buffer.clear();
+        buffer.reserve(self.packed_len());
+        let mut w = Writer::from_buffer(buffer);
         for node in &self.nodes {
             match node {
                 Node::Null => w.null(),

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use wasmtime::component::{ComponentExportIndex, Func, InstancePre, TypedFunc};
+use wasmtime::component::{ComponentExportIndex, Func, InstancePre, TypedFunc, WasmList};
 use wasmtime::Store;
 
 use crate::bindings::serializer as wit_serializer;
@@ -26,6 +26,22 @@ pub struct SerializerKind;
 /// `encode-packed` and `decode-packed` share one signature.
 type PackedFunc<'a> = TypedFunc<(&'a [u8],), (Result<Vec<u8>, String>,)>;
 
+/// `decode-packed` as the kernel calls it: the same signature, its answer left where the
+/// plugin wrote it, to be unpacked from there (the plugin keeps it until its next call)
+/// rather than copied into a `Vec` of the host's first.
+type DecodeFunc<'a> = TypedFunc<(&'a [u8],), (Result<WasmList<u8>, String>,)>;
+
+thread_local! {
+    /// The buffer the last value this thread encoded was packed into, for the next: a
+    /// value is packed only to be copied into the plugin, so one buffer a thread serves
+    /// every encode (an allocation and a free a call fewer).
+    static PACKED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// A packing buffer larger than this is freed after its call rather than kept: every
+/// thread that encodes keeps one.
+const PACKED_KEPT: usize = 64 << 10;
+
 /// Which of the packed pair, as indexes into [`SerializerExports::packed`].
 const ENCODE: usize = 0;
 const DECODE: usize = 1;
@@ -38,20 +54,40 @@ pub struct SerializerExports {
 }
 
 impl SerializerExports {
-    /// Calls `encode-packed` or `decode-packed` with `input`.
-    fn call_packed(
+    /// Calls `encode-packed` with `input`.
+    fn encode_packed(
         &self,
         store: &mut Store<HostState>,
-        which: usize,
         input: &[u8],
     ) -> wasmtime::Result<Result<Vec<u8>, String>> {
         let Some(funcs) = &self.packed else {
             wasmtime::bail!("the component has no packed exports");
         };
-        // SAFETY: both were type-checked as `PackedFunc` when the instance was made
+        // SAFETY: type-checked as `PackedFunc` when the instance was made
         // (`instantiate`), which is what `new_unchecked` asks of its caller.
-        let func: PackedFunc<'_> = unsafe { TypedFunc::new_unchecked(funcs[which]) };
+        let func: PackedFunc<'_> = unsafe { TypedFunc::new_unchecked(funcs[ENCODE]) };
         Ok(func.call(store, (input,))?.0)
+    }
+
+    /// Calls `decode-packed` with `input` and unpacks its answer where it lies in the
+    /// plugin's memory. `Ok(Err)`: the plugin refused the input; `Ok(Ok(Err))`: its
+    /// answer is malformed.
+    fn decode_packed(
+        &self,
+        store: &mut Store<HostState>,
+        input: &[u8],
+    ) -> wasmtime::Result<Result<Result<Value, String>, String>> {
+        let Some(funcs) = &self.packed else {
+            wasmtime::bail!("the component has no packed exports");
+        };
+        // SAFETY: type-checked as `DecodeFunc` when the instance was made (`instantiate`).
+        let func: DecodeFunc<'_> = unsafe { TypedFunc::new_unchecked(funcs[DECODE]) };
+        // The list's place was checked against the memory's size as it was lifted, and
+        // nothing runs in the instance between here and the read.
+        Ok(func
+            .call(&mut *store, (input,))?
+            .0
+            .map(|list| Value::unpack(list.as_le_slice(&*store))))
     }
 }
 
@@ -84,7 +120,7 @@ impl crate::sandbox::Kind for SerializerKind {
         let packed = match packed {
             Some([e, d]) => {
                 let e: PackedFunc<'_> = instance.get_typed_func(&mut *store, e)?;
-                let d: PackedFunc<'_> = instance.get_typed_func(&mut *store, d)?;
+                let d: DecodeFunc<'_> = instance.get_typed_func(&mut *store, d)?;
                 Some([*e.func(), *d.func()])
             }
             None => None,
@@ -158,10 +194,14 @@ impl SerializerPlugin {
         self.pool.with(|inst| {
             inst.ensure_within(0, self.replacement_wait, |_, _| Ok(()))?;
             if self.packed {
-                let packed = value.pack().map_err(SerializeError::Rejected)?;
-                return inst
-                    .call("encode-packed", |b, s| b.call_packed(s, ENCODE, &packed))?
-                    .map_err(SerializeError::Rejected);
+                let packed = value
+                    .pack_into(PACKED.take())
+                    .map_err(SerializeError::Rejected)?;
+                let encoded = inst.call("encode-packed", |b, s| b.encode_packed(s, &packed));
+                if packed.capacity() <= PACKED_KEPT {
+                    PACKED.set(packed);
+                }
+                return encoded?.map_err(SerializeError::Rejected);
             }
             let value = crate::convert::value_in(value);
             inst.call("encode", |b, s| b.world.call_encode(s, &value))?
@@ -174,11 +214,11 @@ impl SerializerPlugin {
         self.pool.with(|inst| {
             inst.ensure_within(0, self.replacement_wait, |_, _| Ok(()))?;
             if self.packed {
-                let packed = inst
-                    .call("decode-packed", |b, s| b.call_packed(s, DECODE, bytes))?
+                let unpacked = inst
+                    .call("decode-packed", |b, s| b.decode_packed(s, bytes))?
                     .map_err(SerializeError::Rejected)?;
                 // The plugin's answer is untrusted: a malformed one is its fault.
-                return Value::unpack(&packed).map_err(|e| {
+                return unpacked.map_err(|e| {
                     let fault = Fault::Invalid(format!("decode-packed answered {e}"));
                     inst.fault("decode-packed", &fault);
                     SerializeError::Fault(fault)
