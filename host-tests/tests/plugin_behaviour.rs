@@ -362,6 +362,44 @@ fn texts_of_every_short_length_cross_the_serializers_intact() {
     }
 }
 
+/// The components scan texts 16 bytes to a WebAssembly vector instruction
+/// (`axle_spi::lanes`, built with `simd128`): a JSON escape and a non-ASCII character at
+/// every offset of texts up to past two 32-byte steps, so each falls in every lane of both
+/// halves of a step and in the tail scanned a word at a time. `json`'s text must be
+/// serde_json's byte for byte, and both serializers must give the texts back.
+#[test]
+fn escapes_and_non_ascii_at_every_offset_match_serde_json() {
+    let t = TestHost::new();
+    let inserts = ["\"", "\\", "\n", "\u{1}", "\u{1f}", "\u{7f}", "é", "😀"];
+    let mut texts = Vec::new();
+    for len in 0..=70 {
+        for insert in inserts {
+            for at in 0..=len {
+                let mut s: String = (0..len)
+                    .map(|i| char::from(b'a' + (i % 26) as u8))
+                    .collect();
+                s.insert_str(at, insert);
+                texts.push(s);
+            }
+        }
+    }
+    let mut nodes = vec![Node::Array(texts.len() as u32)];
+    nodes.extend(texts.iter().cloned().map(Node::Text));
+    let value = Value { nodes };
+    for name in ["json", "msgpack"] {
+        let p = builtin_serializer(&t, name);
+        let s = serializer(&p);
+        let bytes = s.encode(&value).unwrap();
+        if name == "json" {
+            assert_eq!(
+                String::from_utf8(bytes.clone()).unwrap(),
+                serde_json::to_string(&texts).unwrap()
+            );
+        }
+        assert_eq!(s.decode(&bytes).unwrap(), value, "{name}");
+    }
+}
+
 /// A packed answer is written into the buffer of the answer before last
 /// (`axle_sdk::answer_buffer`), so each answer starts where a longer or a shorter one
 /// was, and past the size the SDK keeps (1 MiB) the buffer is freed instead. Sizes going

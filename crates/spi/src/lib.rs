@@ -10,6 +10,7 @@
 mod balancing;
 pub mod copy;
 mod intercept;
+pub mod lanes;
 pub mod packed;
 mod routing;
 mod tree;

@@ -4,14 +4,14 @@
 //! serializer's texts are mostly ASCII. `core::str::from_utf8` skips ASCII a machine word
 //! at a time, and a WebAssembly guest's word is 4 bytes: in a component its check of a
 //! 1 KiB text was an eighth of a MessagePack encode (`docs/performance.md`,
-//! "Serializers"). Here ASCII is tested with 64-bit loads, which a wasm32 guest has
-//! natively; a text with any other byte goes to `from_utf8` whole.
+//! "Serializers"). Here ASCII is tested 16 bytes at a time ([`Lanes`]), the tail with
+//! 64-bit words, which a wasm32 guest has natively; a text with any other byte goes to
+//! `from_utf8` whole.
 
-/// Every byte of an ASCII chunk has its high bit clear.
+use crate::lanes::Lanes;
+
+/// Every byte of an ASCII word has its high bit clear.
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
-
-/// Bytes tested per step: four 64-bit words, OR-ed together.
-const STEP: usize = 32;
 
 /// `bytes` as text, or why it is not UTF-8 (the same error `std::str::from_utf8` gives).
 ///
@@ -35,13 +35,10 @@ pub fn text(bytes: &[u8]) -> Result<&str, std::str::Utf8Error> {
 
 /// Whether no byte has its high bit set; stops at the first step that has one.
 fn is_ascii(bytes: &[u8]) -> bool {
-    let (steps, rest) = bytes.as_chunks::<STEP>();
+    let (steps, rest) = bytes.as_chunks::<32>();
     for step in steps {
-        let mut any = 0;
-        for word in step.as_chunks::<8>().0 {
-            any |= u64::from_ne_bytes(*word);
-        }
-        if any & HIGH_BITS != 0 {
+        let (low, high) = Lanes::load_pair(step);
+        if low.or(high).any() {
             return false;
         }
     }
