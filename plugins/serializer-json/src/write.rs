@@ -119,7 +119,7 @@ fn text(out: &mut Vec<u8>, t: &str) {
 }
 
 /// Eight copies of a byte.
-const fn lanes(b: u8) -> u64 {
+const fn repeated(b: u8) -> u64 {
     u64::from_le_bytes([b; 8])
 }
 
@@ -162,11 +162,11 @@ fn escapes(bytes: Lanes) -> Lanes {
 /// control byte, `"` or `\`. A borrow can mark a byte above a marked one, never below,
 /// so the lowest mark is always exact, and only the lowest is used.
 fn escapes_in(word: u64) -> u64 {
-    let high = lanes(0x80);
-    let below_space = word.wrapping_sub(lanes(0x20)) & !word;
+    let high = repeated(0x80);
+    let below_space = word.wrapping_sub(repeated(0x20)) & !word;
     let is = |b: u8| {
-        let x = word ^ lanes(b);
-        x.wrapping_sub(lanes(0x01)) & !x
+        let x = word ^ repeated(b);
+        x.wrapping_sub(repeated(0x01)) & !x
     };
     (below_space | is(b'"') | is(b'\\')) & high
 }
