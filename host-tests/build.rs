@@ -26,6 +26,7 @@ const FIXTURES: &[(&str, &str)] = &[
         "axle-fixture-hostile-packed-serializer",
         "packed-serializer",
     ),
+    ("axle-fixture-packed-post-return", "packed-serializer"),
     ("axle-fixture-hostile-interceptor", "interceptor"),
 ];
 

@@ -105,3 +105,33 @@ fn both_forms_give_the_same_bytes() {
     );
     assert_eq!(packed.decode(&json).unwrap(), nodes.decode(&json).unwrap());
 }
+
+/// A component whose packed exports have a post-return, as a generated export in any
+/// language has, that overwrites the answer once it has run (an allocator freeing it
+/// writes there too): the kernel reads every answer before the post-return runs. Read
+/// after it, as the kernel read a kept answer, every byte here is `0xAA`.
+#[test]
+fn an_answer_is_read_before_the_post_return_may_overwrite_it() {
+    let t = TestHost::new();
+    let echo = fixture(&t, "axle_fixture_packed_post_return", "packed = \"echo\"");
+    let echo = serializer(&echo);
+    let json = fixture(&t, "axle_fixture_packed_post_return", "");
+    let json = serializer(&json);
+    let shipped = load(&t, "builtin:json", "");
+    let shipped = serializer(&shipped);
+    for _ in 0..3 {
+        assert_eq!(echo.encode(&sample()).unwrap(), sample_packed());
+        assert_eq!(echo.decode(&sample_packed()).unwrap(), sample());
+        let text = json.encode(&sample()).unwrap();
+        assert_eq!(
+            String::from_utf8(text.clone()).unwrap(),
+            r#"{"id":-2,"b":[null,true,[7],1.5,18446744073709551615]}"#
+        );
+        // JSON has no bytes: `<07>` comes back as `[7]`, as from the shipped `json`.
+        assert_eq!(json.decode(&text).unwrap(), shipped.decode(&text).unwrap());
+    }
+    assert_eq!(
+        echo.counters().stats.invalid + json.counters().stats.invalid,
+        0
+    );
+}

@@ -20,6 +20,7 @@ pub mod host_state;
 pub mod kinds;
 pub mod native;
 pub mod pool;
+mod post_return;
 pub mod quarantine;
 mod rebuild;
 mod reload;
@@ -387,7 +388,7 @@ impl PluginHost {
                     "imports something the kernel does not grant: {e:#}"
                 ))
             })?;
-        let pre = K::pre(pre).map_err(|e| {
+        let pre = K::pre(pre, &bytes).map_err(|e| {
             fail(format!(
                 "does not implement the `{}` world (wrong world or missing export): {e:#}",
                 spec.kind

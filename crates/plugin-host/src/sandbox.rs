@@ -33,8 +33,9 @@ pub trait Kind: 'static {
     /// The typed exports of one instance.
     type Bindings: Send + 'static;
 
-    /// Checks that the component implements this kind's world.
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre>;
+    /// Checks that the component implements this kind's world. `component` is its bytes,
+    /// for what wasmtime does not tell (`post_return.rs`).
+    fn pre(pre: InstancePre<HostState>, component: &[u8]) -> wasmtime::Result<Self::Pre>;
     /// Instantiates: the typed bindings, and the instance itself (for the optional
     /// exports no world requires, looked up by name).
     fn instantiate(

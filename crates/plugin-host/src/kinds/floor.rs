@@ -15,7 +15,7 @@ impl Kind for FloorKind {
     type Pre = b::FloorPre<HostState>;
     type Bindings = b::Floor;
 
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+    fn pre(pre: InstancePre<HostState>, _component: &[u8]) -> wasmtime::Result<Self::Pre> {
         b::FloorPre::new(pre)
     }
 

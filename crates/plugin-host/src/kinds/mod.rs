@@ -15,6 +15,7 @@ macro_rules! world_kind {
 
             fn pre(
                 pre: wasmtime::component::InstancePre<crate::host_state::HostState>,
+                _component: &[u8],
             ) -> wasmtime::Result<Self::Pre> {
                 crate::bindings::$module::$pre::new(pre)
             }

@@ -5,6 +5,7 @@
 //! `decode-packed`: the value crosses as one byte string (`axle_spi::packed`) instead of
 //! a node list whose every string costs an allocation inside the plugin.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use wasmtime::component::{ComponentExportIndex, Func, InstancePre, TypedFunc, WasmList};
@@ -23,13 +24,13 @@ pub use axle_spi::{Node, Value};
 /// Marker for the serializer world (and its extension, `packed-serializer`).
 pub struct SerializerKind;
 
-/// `encode-packed` and `decode-packed` share one signature.
-type PackedFunc<'a> = TypedFunc<(&'a [u8],), (Result<Vec<u8>, String>,)>;
-
-/// `decode-packed` as the kernel calls it: the same signature, its answer left where the
-/// plugin wrote it, to be unpacked from there (the plugin keeps it until its next call)
-/// rather than copied into a `Vec` of the host's first.
-type DecodeFunc<'a> = TypedFunc<(&'a [u8],), (Result<WasmList<u8>, String>,)>;
+/// `encode-packed` and `decode-packed` share one signature, and the kernel lifts their
+/// answer in one of two ways: as a view into the plugin's memory, read after the call
+/// returns (one copy, straight into the kernel's own), when the export declares no
+/// post-return and so keeps its answer until its next call; else as a `Vec` copied
+/// inside the call, before the post-return may free or reuse it (`post_return.rs`).
+type KeptFunc<'a> = TypedFunc<(&'a [u8],), (Result<WasmList<u8>, String>,)>;
+type CopiedFunc<'a> = TypedFunc<(&'a [u8],), (Result<Vec<u8>, String>,)>;
 
 thread_local! {
     /// The buffer the last value this thread encoded was packed into, for the next: a
@@ -42,67 +43,116 @@ thread_local! {
 /// thread that encodes keeps one.
 const PACKED_KEPT: usize = 64 << 10;
 
-/// Which of the packed pair, as indexes into [`SerializerExports::packed`].
+/// Which of the packed pair, as indexes into [`Packed`]'s arrays.
 const ENCODE: usize = 0;
 const DECODE: usize = 1;
+const PACKED_NAMES: [&str; 2] = ["encode-packed", "decode-packed"];
 
-/// A serializer instance's exports: its world's, and the packed pair (`[ENCODE, DECODE]`)
-/// when the component has both (type-checked once per instance).
+/// A component's packed pair: their indexes, and whether each keeps its answer (declares
+/// no post-return), read from the component's bytes once.
+#[derive(Clone, Copy)]
+pub struct PackedPre {
+    exports: [ComponentExportIndex; 2],
+    kept: [bool; 2],
+}
+
+/// An instance's packed pair, typed (as [`KeptFunc`] or [`CopiedFunc`], by `kept`) once
+/// per instance.
+struct Packed {
+    funcs: [Func; 2],
+    kept: [bool; 2],
+}
+
+/// A serializer instance's exports: its world's, and the packed pair when the component
+/// has both.
 pub struct SerializerExports {
     world: wit_serializer::Serializer,
-    packed: Option<[Func; 2]>,
+    packed: Option<Packed>,
 }
 
 impl SerializerExports {
+    /// Calls the packed export `which` with `input` and hands its answer to `read`:
+    /// borrowed from the plugin's memory when the export keeps it, else owned.
+    fn call_packed<T>(
+        &self,
+        store: &mut Store<HostState>,
+        which: usize,
+        input: &[u8],
+        read: impl FnOnce(Cow<'_, [u8]>) -> T,
+    ) -> wasmtime::Result<Result<T, String>> {
+        let Some(packed) = &self.packed else {
+            wasmtime::bail!("the component has no packed exports");
+        };
+        let func = packed.funcs[which];
+        if packed.kept[which] {
+            // SAFETY: type-checked as `KeptFunc` when the instance was made
+            // (`instantiate`), which is what `new_unchecked` asks of its caller.
+            let func: KeptFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
+            // The list's place was checked against the memory's size as it was lifted,
+            // and nothing runs in the instance between here and the read: the export has
+            // no post-return.
+            let answer = func.call(&mut *store, (input,))?.0;
+            Ok(answer.map(|list| read(Cow::Borrowed(list.as_le_slice(&*store)))))
+        } else {
+            // SAFETY: type-checked as `CopiedFunc` when the instance was made.
+            let func: CopiedFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
+            Ok(func
+                .call(store, (input,))?
+                .0
+                .map(|bytes| read(Cow::Owned(bytes))))
+        }
+    }
+
     /// Calls `encode-packed` with `input`.
     fn encode_packed(
         &self,
         store: &mut Store<HostState>,
         input: &[u8],
     ) -> wasmtime::Result<Result<Vec<u8>, String>> {
-        let Some(funcs) = &self.packed else {
-            wasmtime::bail!("the component has no packed exports");
-        };
-        // SAFETY: type-checked as `PackedFunc` when the instance was made
-        // (`instantiate`), which is what `new_unchecked` asks of its caller.
-        let func: PackedFunc<'_> = unsafe { TypedFunc::new_unchecked(funcs[ENCODE]) };
-        Ok(func.call(store, (input,))?.0)
+        self.call_packed(store, ENCODE, input, |answer| answer.into_owned())
     }
 
-    /// Calls `decode-packed` with `input` and unpacks its answer where it lies in the
-    /// plugin's memory. `Ok(Err)`: the plugin refused the input; `Ok(Ok(Err))`: its
-    /// answer is malformed.
+    /// Calls `decode-packed` with `input` and unpacks its answer. `Ok(Err)`: the plugin
+    /// refused the input; `Ok(Ok(Err))`: its answer is malformed.
     fn decode_packed(
         &self,
         store: &mut Store<HostState>,
         input: &[u8],
     ) -> wasmtime::Result<Result<Result<Value, String>, String>> {
-        let Some(funcs) = &self.packed else {
-            wasmtime::bail!("the component has no packed exports");
-        };
-        // SAFETY: type-checked as `DecodeFunc` when the instance was made (`instantiate`).
-        let func: DecodeFunc<'_> = unsafe { TypedFunc::new_unchecked(funcs[DECODE]) };
-        // The list's place was checked against the memory's size as it was lifted, and
-        // nothing runs in the instance between here and the read.
-        Ok(func
-            .call(&mut *store, (input,))?
-            .0
-            .map(|list| Value::unpack(list.as_le_slice(&*store))))
+        self.call_packed(store, DECODE, input, |answer| Value::unpack(&answer))
     }
 }
 
+/// A packed export, type-checked as the kernel will call it: [`KeptFunc`] when `kept`,
+/// else [`CopiedFunc`].
+fn typed_packed(
+    instance: &wasmtime::component::Instance,
+    store: &mut Store<HostState>,
+    index: &ComponentExportIndex,
+    kept: bool,
+) -> wasmtime::Result<Func> {
+    Ok(if kept {
+        let func: KeptFunc<'_> = instance.get_typed_func(store, index)?;
+        *func.func()
+    } else {
+        let func: CopiedFunc<'_> = instance.get_typed_func(store, index)?;
+        *func.func()
+    })
+}
+
 impl crate::sandbox::Kind for SerializerKind {
-    type Pre = (
-        wit_serializer::SerializerPre<HostState>,
-        Option<[ComponentExportIndex; 2]>,
-    );
+    type Pre = (wit_serializer::SerializerPre<HostState>, Option<PackedPre>);
     type Bindings = SerializerExports;
 
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+    fn pre(pre: InstancePre<HostState>, component: &[u8]) -> wasmtime::Result<Self::Pre> {
         let find = |name| pre.component().get_export_index(None, name);
-        let packed = match (find("encode-packed"), find("decode-packed")) {
-            (Some(e), Some(d)) => Some([e, d]),
-            (None, None) => None,
+        let packed = match PACKED_NAMES.map(find) {
+            [Some(e), Some(d)] => Some(PackedPre {
+                exports: [e, d],
+                kept: PACKED_NAMES
+                    .map(|name| crate::post_return::lifted_without_post_return(component, name)),
+            }),
+            [None, None] => None,
             _ => {
                 wasmtime::bail!("a packed serializer exports both encode-packed and decode-packed")
             }
@@ -118,11 +168,13 @@ impl crate::sandbox::Kind for SerializerKind {
         let world = wit_serializer::Serializer::new(&mut *store, &instance)?;
         // A packed export of another type is refused here, so the component does not load.
         let packed = match packed {
-            Some([e, d]) => {
-                let e: PackedFunc<'_> = instance.get_typed_func(&mut *store, e)?;
-                let d: DecodeFunc<'_> = instance.get_typed_func(&mut *store, d)?;
-                Some([*e.func(), *d.func()])
-            }
+            Some(PackedPre { exports, kept }) => Some(Packed {
+                funcs: [
+                    typed_packed(&instance, store, &exports[ENCODE], kept[ENCODE])?,
+                    typed_packed(&instance, store, &exports[DECODE], kept[DECODE])?,
+                ],
+                kept: *kept,
+            }),
             None => None,
         };
         Ok((SerializerExports { world, packed }, instance))

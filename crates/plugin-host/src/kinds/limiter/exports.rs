@@ -35,7 +35,7 @@ impl crate::sandbox::Kind for LimiterKind {
     type Pre = (b::LimiterPre<HostState>, OptionalExports);
     type Bindings = LimiterExports;
 
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+    fn pre(pre: InstancePre<HostState>, _component: &[u8]) -> wasmtime::Result<Self::Pre> {
         let optional = OptionalExports {
             release: pre.component().get_export_index(None, "release"),
             acquire_lease: pre.component().get_export_index(None, "acquire-lease"),

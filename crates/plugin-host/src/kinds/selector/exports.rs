@@ -39,7 +39,7 @@ impl crate::sandbox::Kind for SelectorKind {
     type Pre = (wit_selector::SelectorPre<HostState>, OptionalExports);
     type Bindings = SelectorExports;
 
-    fn pre(pre: InstancePre<HostState>) -> wasmtime::Result<Self::Pre> {
+    fn pre(pre: InstancePre<HostState>, _component: &[u8]) -> wasmtime::Result<Self::Pre> {
         let optional = OptionalExports {
             select_two: pre.component().get_export_index(None, "select-two"),
             select_run: pre.component().get_export_index(None, "select-run"),
