@@ -25,19 +25,24 @@ enum Origin {
     Elsewhere,
 }
 
-/// True only when `component` exports a function named `export` lifted by its own `canon
-/// lift` without a `post-return` option. False when the export is missing, comes from an
-/// instance inside the component (where reading on would mean following nested
-/// components), or the bytes do not parse: every doubt answers "it may have one".
-pub fn lifted_without_post_return(component: &[u8], export: &str) -> bool {
-    origin_of(component, export) == Some(Origin::Lifted { post_return: false })
+/// For each name of `exports`, true only when `component` exports a function of that name
+/// lifted by its own `canon lift` without a `post-return` option. False when the export
+/// is missing, comes from an instance inside the component (where reading on would mean
+/// following nested components), or the bytes do not parse: every doubt answers "it may
+/// have one". One pass over the bytes, whatever the number of names.
+pub fn lifted_without_post_return<const N: usize>(
+    component: &[u8],
+    exports: [&str; N],
+) -> [bool; N] {
+    let origins = origins_of(component, exports).unwrap_or([None; N]);
+    origins.map(|o| o == Some(Origin::Lifted { post_return: false }))
 }
 
-fn origin_of(component: &[u8], export: &str) -> Option<Origin> {
+fn origins_of<const N: usize>(component: &[u8], names: [&str; N]) -> Option<[Option<Origin>; N]> {
     // The component's function index space, in order; sections of nested modules and
     // components come inline between their header and their `End`, and are skipped.
     let mut funcs: Vec<Origin> = Vec::new();
-    let mut found = None;
+    let mut found = [None; N];
     let mut depth = 0usize;
     for payload in Parser::new(0).parse_all(component) {
         match payload.ok()? {
@@ -84,15 +89,15 @@ fn origin_of(component: &[u8], export: &str) -> Option<Origin> {
                     // An export is a new index of the function it names.
                     let origin = *funcs.get(e.index as usize)?;
                     funcs.push(origin);
-                    if e.name.name == export {
-                        found = Some(origin);
+                    if let Some(at) = names.iter().position(|&n| n == e.name.name) {
+                        found[at] = Some(origin);
                     }
                 }
             }
             _ => {}
         }
     }
-    found
+    Some(found)
 }
 
 #[cfg(test)]
@@ -142,38 +147,43 @@ mod tests {
         c.finish()
     }
 
+    /// [`lifted_without_post_return`] for one name.
+    fn kept(component: &[u8], export: &str) -> bool {
+        lifted_without_post_return(component, [export])[0]
+    }
+
     #[test]
     fn a_lift_is_read_with_or_without_its_post_return() {
         let bytes = component(&[false, true, false]);
-        assert!(lifted_without_post_return(&bytes, "f0"));
-        assert!(!lifted_without_post_return(&bytes, "f1"));
-        assert!(lifted_without_post_return(&bytes, "f2"));
+        assert!(kept(&bytes, "f0"));
+        assert!(!kept(&bytes, "f1"));
+        assert!(kept(&bytes, "f2"));
     }
 
     #[test]
     fn the_shipped_serializers_keep_their_packed_answers_and_only_those() {
         for name in ["json", "msgpack"] {
             let bytes = axle_builtins::component(name).expect("a shipped serializer");
-            assert!(lifted_without_post_return(bytes, "encode-packed"), "{name}");
-            assert!(lifted_without_post_return(bytes, "decode-packed"), "{name}");
+            assert!(kept(bytes, "encode-packed"), "{name}");
+            assert!(kept(bytes, "decode-packed"), "{name}");
             // Generated exports that answer a list or a text have their post-return.
-            assert!(!lifted_without_post_return(bytes, "decode"), "{name}");
-            assert!(!lifted_without_post_return(bytes, "content-type"), "{name}");
+            assert!(!kept(bytes, "decode"), "{name}");
+            assert!(!kept(bytes, "content-type"), "{name}");
+            // Several names, one pass: each answered in its place.
+            assert_eq!(
+                lifted_without_post_return(bytes, ["decode", "decode-packed"]),
+                [false, true],
+                "{name}"
+            );
         }
     }
 
     #[test]
     fn every_doubt_answers_that_it_may_have_one() {
         let bytes = component(&[false]);
-        assert!(!lifted_without_post_return(&bytes, "imported"), "an import");
-        assert!(
-            !lifted_without_post_return(&bytes, "missing"),
-            "no such export"
-        );
-        assert!(
-            !lifted_without_post_return(&bytes[..bytes.len() - 3], "f0"),
-            "cut short"
-        );
-        assert!(!lifted_without_post_return(b"not wasm", "f0"), "not wasm");
+        assert!(!kept(&bytes, "imported"), "an import");
+        assert!(!kept(&bytes, "missing"), "no such export");
+        assert!(!kept(&bytes[..bytes.len() - 3], "f0"), "cut short");
+        assert!(!kept(b"not wasm", "f0"), "not wasm");
     }
 }

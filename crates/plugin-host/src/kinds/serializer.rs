@@ -149,8 +149,7 @@ impl crate::sandbox::Kind for SerializerKind {
         let packed = match PACKED_NAMES.map(find) {
             [Some(e), Some(d)] => Some(PackedPre {
                 exports: [e, d],
-                kept: PACKED_NAMES
-                    .map(|name| crate::post_return::lifted_without_post_return(component, name)),
+                kept: crate::post_return::lifted_without_post_return(component, PACKED_NAMES),
             }),
             [None, None] => None,
             _ => {
